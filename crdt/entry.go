@@ -1,0 +1,107 @@
+package crdt
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Kind says which record an Entry holds.
+type Kind uint8
+
+const (
+	KindBook   Kind = 1
+	KindDevice Kind = 2
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindBook:
+		return "book"
+	case KindDevice:
+		return "device"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Entry is one replicated record of the library, the unit that is stored,
+// merged and shipped between devices. Exactly the field named by Kind is
+// meaningful.
+type Entry struct {
+	Kind   Kind
+	Book   Book
+	Device Device
+}
+
+// BookEntry wraps a book record.
+func BookEntry(b Book) Entry { return Entry{Kind: KindBook, Book: b} }
+
+// DeviceEntry wraps a device record.
+func DeviceEntry(d Device) Entry { return Entry{Kind: KindDevice, Device: d} }
+
+// AppendID appends the identity of the record, unique across kinds: the kind
+// byte, then the binary book key or the big-endian device id. Two entries
+// merge only if their ids are equal.
+func (e *Entry) AppendID(b []byte) []byte {
+	b = append(b, byte(e.Kind))
+	switch e.Kind {
+	case KindBook:
+		b, _ = e.Book.Key.AppendBinary(b)
+	case KindDevice:
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Device.ID))
+	}
+	return b
+}
+
+// Merge folds o into e and reports whether e changed. It fails, changing
+// nothing, if o is another record.
+func (e *Entry) Merge(o *Entry) (bool, error) {
+	if e.Kind != o.Kind {
+		return false, invalidf("merge of a %s into a %s", o.Kind, e.Kind)
+	}
+	switch e.Kind {
+	case KindBook:
+		if e.Book.Key != o.Book.Key {
+			return false, invalidf("merge of book %s into book %s", o.Book.Key, e.Book.Key)
+		}
+		return e.Book.Merge(&o.Book), nil
+	case KindDevice:
+		if e.Device.ID != o.Device.ID {
+			return false, invalidf("merge of device %s into device %s", o.Device.ID, e.Device.ID)
+		}
+		return e.Device.Merge(&o.Device), nil
+	}
+	return false, invalidf("merge of unknown %s", e.Kind)
+}
+
+// Clone returns a copy of e that shares no memory with it.
+func (e *Entry) Clone() Entry {
+	c := *e
+	c.Book = e.Book.Clone()
+	return c
+}
+
+// MaxTimestamp returns the latest timestamp in the record: what a clock must
+// observe after merging it, and what the store keeps as its clock's
+// high-water mark.
+func (e *Entry) MaxTimestamp() Timestamp {
+	switch e.Kind {
+	case KindBook:
+		return e.Book.maxTimestamp()
+	case KindDevice:
+		return e.Device.Name.At
+	}
+	return Timestamp{}
+}
+
+// Validate checks that the record could have been produced by correct
+// devices. Every decoded record is validated; a record that fails is refused
+// whole.
+func (e *Entry) Validate() error {
+	switch e.Kind {
+	case KindBook:
+		return e.Book.validate()
+	case KindDevice:
+		return e.Device.validate()
+	}
+	return invalidf("unknown record kind %d", uint8(e.Kind))
+}
