@@ -1,0 +1,172 @@
+package peer
+
+import (
+	"context"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// Dialling. Static peers (Config.Peers) and peers given to Connect each get
+// a keeper goroutine that redials them with backoff whenever they are not
+// connected; peers found by mDNS are dialled once per discovery, subject to
+// the same backoff. Every dial bypasses libp2p's own dial backoff (whose 5 s
+// floor would swallow our first retries) and is bounded by dialTimeout.
+// A failing address is logged once, at warning level, until it works again:
+// a stranger (another library's key) looks exactly like a failing address.
+
+// addStatic remembers info as a peer to keep connected and starts its keeper.
+// If the caller dials right away (Connect), the keeper's first dial waits for
+// that one's outcome instead of racing it.
+func (n *Node) addStatic(info lpeer.AddrInfo, callerDials bool) *peerState {
+	n.host.Peerstore().AddAddrs(info.ID, info.Addrs, peerstore.PermanentAddrTTL)
+	n.mu.Lock()
+	st := n.peer(info.ID)
+	st.addrs = mergeAddrs(st.addrs, info.Addrs)
+	start := !st.static
+	st.static = true
+	if start && callerDials {
+		st.nextDial = n.now().Add(dialTimeout + time.Second)
+	}
+	n.mu.Unlock()
+	if start {
+		n.spawn(func() { n.keep(st) })
+	}
+	return st
+}
+
+// keep redials st whenever it is not connected, waiting out the backoff of
+// failed dials; a poke (disconnect, Connect, mDNS) makes it look again.
+func (n *Node) keep(st *peerState) {
+	for {
+		n.mu.Lock()
+		connected := st.connected
+		wait := st.nextDial.Sub(n.now())
+		if st.dialNow {
+			wait, st.dialNow = 0, false
+		}
+		n.mu.Unlock()
+		if connected {
+			select {
+			case <-st.wake:
+				continue
+			case <-n.ctx.Done():
+				return
+			}
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-st.wake:
+			case <-n.ctx.Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+			continue
+		}
+		n.dial(n.ctx, st)
+	}
+}
+
+// dialDiscovered dials a peer found by mDNS, unless it is connected, already
+// being dialled, or in backoff.
+func (n *Node) dialDiscovered(id lpeer.ID, addrs []ma.Multiaddr) {
+	if id == n.host.ID() {
+		return
+	}
+	n.mu.Lock()
+	st := n.peers[id]
+	if st == nil {
+		known := 0
+		for _, p := range n.peers {
+			if p.discovered && !p.static && p.name == "" {
+				known++
+			}
+		}
+		if known >= maxDiscoveredPeers {
+			n.mu.Unlock()
+			n.log.Debug("mdns: too many unconnected discovered peers, ignoring", "peer", id)
+			return
+		}
+		st = n.peer(id)
+	}
+	st.discovered = true
+	st.addrs = mergeAddrs(st.addrs, addrs)
+	switch {
+	case st.connected:
+		n.mu.Unlock()
+		return
+	case st.static:
+		// The keeper dials it now, even in backoff: discovery is itself
+		// rate-limited, and the peer has just shown it is back.
+		st.dialNow = true
+		n.mu.Unlock()
+		st.poke()
+		return
+	case st.dialing || n.now().Before(st.nextDial):
+		n.mu.Unlock()
+		return
+	}
+	st.dialing = true
+	n.mu.Unlock()
+	n.spawn(func() {
+		n.dial(n.ctx, st)
+		n.mu.Lock()
+		st.dialing = false
+		n.mu.Unlock()
+	})
+}
+
+// dial makes one attempt to connect to st and schedules the next one.
+func (n *Node) dial(ctx context.Context, st *peerState) error {
+	n.stats.dialAttempts.Add(1)
+	n.mu.Lock()
+	addrs := append([]ma.Multiaddr(nil), st.addrs...)
+	attempt := st.dialCount
+	st.dialCount++
+	n.mu.Unlock()
+
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	dctx = network.WithForceDirectDial(dctx, "danyue schedules its own redials")
+	err := n.host.Connect(dctx, lpeer.AddrInfo{ID: st.id, Addrs: addrs})
+
+	n.mu.Lock()
+	// Even after a success the next dial waits: the connection event may
+	// not have arrived yet, and the keeper must not dial again meanwhile.
+	st.nextDial = n.now().Add(dialBackoff.delay(attempt))
+	if err == nil {
+		st.logged = nil
+		n.mu.Unlock()
+		return nil
+	}
+	if ctx.Err() != nil {
+		n.mu.Unlock()
+		return err
+	}
+	st.lastErr = err.Error()
+	var fresh []string
+	for _, a := range addrs {
+		if !st.logged[a.String()] {
+			if st.logged == nil {
+				st.logged = make(map[string]bool)
+			}
+			st.logged[a.String()] = true
+			fresh = append(fresh, a.String())
+		}
+	}
+	next := st.nextDial
+	n.mu.Unlock()
+	if len(fresh) > 0 {
+		n.log.Warn("cannot connect to peer: unreachable, or not a member of this library (no shared secret); retrying with backoff",
+			"peer", st.id, "addrs", fresh, "err", err)
+	} else {
+		n.log.Debug("dial failed again", "peer", st.id, "err", err, "next", next)
+	}
+	return err
+}

@@ -1,0 +1,275 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/mdns"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// mDNS discovery with hashicorp/mdns. Facts that shape this file, measured
+// with v1.0.7: a server without an explicit interface listens only on the
+// routed one, so there is one server per interface; a query sends once and
+// blocks for its whole timeout, and drops results its channel cannot take,
+// so results go to a buffered channel read by a goroutine that dials at
+// once (not when the query ends); a query fails entirely if either family
+// cannot send (IPv6 addresses still tentative right after boot, or a
+// loopback interface), so IPv4 and IPv6 are queried separately; answers
+// include our own instance. The library does not announce unsolicited, so
+// every device queries at start (after its own server is up, so of two
+// devices starting together the later one's query finds the earlier one)
+// and then with backoff.
+
+const (
+	mdnsService  = "_danyue._tcp"
+	mdnsDomain   = "local."
+	queryTimeout = time.Second
+	// maxTXTAddrs bounds the addresses announced and accepted per answer.
+	maxTXTAddrs = 8
+)
+
+type discovery struct {
+	n       *Node
+	servers []*mdns.Server
+	ifaces  []net.Interface
+	entries chan *mdns.ServiceEntry
+	logger  *log.Logger
+}
+
+func (n *Node) startDiscovery() *discovery {
+	d := &discovery{
+		n:       n,
+		entries: make(chan *mdns.ServiceEntry, 64),
+		logger:  slog.NewLogLogger(n.log.With("component", "mdns").Handler(), slog.LevelDebug),
+	}
+	d.ifaces = n.cfg.MDNSInterfaces
+	if len(d.ifaces) == 0 {
+		d.ifaces = multicastInterfaces()
+	}
+	if len(d.ifaces) == 0 {
+		n.log.Warn("mdns: no up, multicast-capable interface; LAN discovery is off (static peers still work)")
+		return d
+	}
+	hostAddrs := n.host.Addrs()
+	instance := n.host.ID().String()
+	for i := range d.ifaces {
+		ifc := &d.ifaces[i]
+		ips, addrs := addrsOnInterface(ifc, hostAddrs)
+		if len(addrs) == 0 {
+			n.log.Debug("mdns: not listening on this interface, not announcing there", "iface", ifc.Name)
+			continue
+		}
+		port, _ := strconv.Atoi(valueOr(addrs[0], ma.P_TCP))
+		txt := announceTXT(n.cfg.Library.announceHash(), n.host.ID(), addrs)
+		zone, err := mdns.NewMDNSService(instance, mdnsService, mdnsDomain, instance+".local.", port, ips, txt)
+		if err == nil {
+			var srv *mdns.Server
+			if srv, err = mdns.NewServer(&mdns.Config{Zone: zone, Iface: ifc, Logger: d.logger}); err == nil {
+				d.servers = append(d.servers, srv)
+				continue
+			}
+		}
+		n.log.Warn("mdns: cannot announce on interface", "iface", ifc.Name, "err", err)
+	}
+	n.spawn(d.consume)
+	n.spawn(d.queryLoop)
+	n.log.Info("mdns discovery started", "announcing_on", len(d.servers), "querying_on", len(d.ifaces))
+	return d
+}
+
+func (d *discovery) close() {
+	for _, s := range d.servers {
+		s.Shutdown()
+	}
+}
+
+// queryLoop queries at once and then with backoff: a device that starts
+// later queries at its own start and finds us, so the schedule only matters
+// for answers lost on the way.
+func (d *discovery) queryLoop() {
+	for attempt := 0; ; attempt++ {
+		d.queryOnce()
+		t := time.NewTimer(queryBackoff.delay(attempt))
+		select {
+		case <-t.C:
+		case <-d.n.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+func (d *discovery) queryOnce() {
+	var wg sync.WaitGroup
+	for i := range d.ifaces {
+		for _, v6 := range []bool{false, true} {
+			wg.Go(func() {
+				err := mdns.QueryContext(d.n.ctx, &mdns.QueryParam{
+					Service:     mdnsService,
+					Domain:      "local",
+					Timeout:     queryTimeout,
+					Interface:   &d.ifaces[i],
+					Entries:     d.entries,
+					DisableIPv4: v6,
+					DisableIPv6: !v6,
+					Logger:      d.logger,
+				})
+				if err != nil && d.n.ctx.Err() == nil {
+					d.n.log.Debug("mdns: query failed", "iface", d.ifaces[i].Name, "ipv6", v6, "err", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+func (d *discovery) consume() {
+	hash, self := d.n.cfg.Library.announceHash(), d.n.host.ID()
+	for {
+		select {
+		case <-d.n.ctx.Done():
+			return
+		case e := <-d.entries:
+			id, addrs, err := parseAnnouncement(e.InfoFields, hash, self)
+			if err != nil {
+				if !errors.Is(err, errOwnAnnouncement) {
+					d.n.log.Debug("mdns: ignoring answer", "name", e.Name, "err", err)
+				}
+				continue
+			}
+			if len(addrs) == 0 {
+				addrs = entryAddrs(e)
+			}
+			d.n.log.Debug("mdns: found peer", "peer", id, "addrs", addrs)
+			d.n.dialDiscovered(id, addrs)
+		}
+	}
+}
+
+// multicastInterfaces returns every up, multicast-capable, non-loopback
+// interface.
+func multicastInterfaces() []net.Interface {
+	all, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []net.Interface
+	for _, ifc := range all {
+		if ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagMulticast != 0 && ifc.Flags&net.FlagLoopback == 0 {
+			out = append(out, ifc)
+		}
+	}
+	return out
+}
+
+// addrsOnInterface returns the IPs of ifc we listen on and the listen
+// addresses with those IPs.
+func addrsOnInterface(ifc *net.Interface, hostAddrs []ma.Multiaddr) ([]net.IP, []ma.Multiaddr) {
+	ifAddrs, err := ifc.Addrs()
+	if err != nil {
+		return nil, nil
+	}
+	var ips []net.IP
+	var out []ma.Multiaddr
+	for _, a := range hostAddrs {
+		ip, err := manet.ToIP(a)
+		if err != nil || valueOr(a, ma.P_TCP) == "" {
+			continue
+		}
+		for _, ia := range ifAddrs {
+			if n, ok := ia.(*net.IPNet); ok && n.IP.Equal(ip) {
+				out = append(out, a)
+				ips = append(ips, ip)
+				break
+			}
+		}
+	}
+	return ips, out
+}
+
+var errOwnAnnouncement = errors.New("our own announcement")
+
+// announceTXT is the TXT record of our announcement: format version, library
+// hash, peer id, and the addresses to dial.
+func announceTXT(libHash string, id lpeer.ID, addrs []ma.Multiaddr) []string {
+	txt := []string{"v=1", "lib=" + libHash, "id=" + id.String()}
+	for _, a := range addrs {
+		if s := a.String(); len(s)+len("addr=") <= 255 && len(txt) < 3+maxTXTAddrs {
+			txt = append(txt, "addr="+s)
+		}
+	}
+	return txt
+}
+
+// parseAnnouncement reads an answer's TXT record: it must name our library
+// and a peer other than us; addresses that are not plain IP/TCP are dropped.
+func parseAnnouncement(txt []string, libHash string, self lpeer.ID) (lpeer.ID, []ma.Multiaddr, error) {
+	var lib, idText string
+	var addrs []ma.Multiaddr
+	for _, f := range txt {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "lib":
+			lib = v
+		case "id":
+			idText = v
+		case "addr":
+			if len(addrs) >= maxTXTAddrs {
+				continue
+			}
+			if a, err := ma.NewMultiaddr(v); err == nil && dialableTCP(a) {
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	if lib != libHash {
+		return "", nil, fmt.Errorf("library %q is not ours", lib)
+	}
+	id, err := lpeer.Decode(idText)
+	if err != nil {
+		return "", nil, fmt.Errorf("peer id %q: %w", idText, err)
+	}
+	if id == self {
+		return "", nil, errOwnAnnouncement
+	}
+	return id, addrs, nil
+}
+
+// dialableTCP reports whether a is /ip4|ip6/<ip>/tcp/<port> and nothing else.
+func dialableTCP(a ma.Multiaddr) bool {
+	ps := a.Protocols()
+	return len(ps) == 2 && (ps[0].Code == ma.P_IP4 || ps[0].Code == ma.P_IP6) && ps[1].Code == ma.P_TCP
+}
+
+// entryAddrs builds addresses from an answer's A/AAAA and SRV records, for
+// an announcement without addr= fields.
+func entryAddrs(e *mdns.ServiceEntry) []ma.Multiaddr {
+	var out []ma.Multiaddr
+	for _, ip := range []net.IP{e.AddrV4, e.AddrV6} {
+		if ip == nil || e.Port == 0 {
+			continue
+		}
+		if a, err := manet.FromNetAddr(&net.TCPAddr{IP: ip, Port: e.Port}); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func valueOr(a ma.Multiaddr, code int) string {
+	v, err := a.ValueForProtocol(code)
+	if err != nil {
+		return ""
+	}
+	return v
+}

@@ -1,0 +1,70 @@
+// Package peer connects the devices of one library: a private libp2p network,
+// mDNS discovery on the LAN, invites, and the delta sync protocol.
+//
+// # Who may connect
+//
+// A Library is an id and a secret. The libp2p host runs a private network
+// whose pre-shared key is HKDF-SHA256(secret, info "danyue pnet v1"): a device
+// without the secret cannot complete a handshake, so everything that follows
+// happens between members only. Transports are TCP only (QUIC cannot run
+// behind a pre-shared key), with Noise and yamux. A failing dial, which is
+// what a stranger looks like, is logged once per address and retried with
+// exponential backoff (1 s doubling to 5 min). mDNS announces
+// "_danyue._tcp" with TXT fields v=1, lib=<hex of the first 8 bytes of
+// SHA-256("danyue library\x00" || library id)>, id=<peer id> and
+// addr=<multiaddr>; devices of other libraries ignore each other.
+//
+// A device is named by DeviceIDOf(peer id); an invite code (EncodeInvite)
+// carries the library and, as a hint, the inviter's peer id and addresses.
+//
+// # The sync protocol, /danyue/sync/1
+//
+// Each side of a connection pulls from the other on a stream it opens, so a
+// connection carries two streams, one per direction. A stream is a sequence
+// of frames: a 4-byte big-endian length (at most MaxFrame, checked before
+// anything is allocated) and a deterministic CBOR map holding exactly one of
+//
+//	1 Hello  {0 version, 1 library id, 2 device id, 3 name, 4 store epoch,
+//	          5 last sequence number, 6 wall clock ms, 7 want epoch,
+//	          8 want seq, 9 from}
+//	2 Batch  {0 epoch, 1 seq, 2 last, 3 [encoded records]}
+//	3 Error  {0 code, 1 min version, 2 version, 3 message}
+//
+// The puller opens with a Hello that says where it is in the sender's
+// change sequence (want epoch, want seq: its cursor). The sender checks the
+// version (read first, ignoring unknown fields, so a newer peer gets "too
+// new" rather than "malformed"), the library id, and that the device id is
+// the one of the authenticated peer, and answers with its own Hello (from:
+// where its batches start; 0 when the puller's cursor is of another epoch of
+// its store, or past its end) or with an Error frame and closes. Both sides
+// log a refusal and report it as a PeerRefused event (ErrPeerTooOld,
+// ErrPeerTooNew, ErrOtherLibrary, ErrDeviceMismatch).
+//
+// Then the sender sends Batch frames: every record whose last change has a
+// sequence number after the cursor, as its current encoding (crdt.Entry.Encode),
+// at most 512 records and about 256 KiB per batch, each batch covering the
+// sequence numbers up to its seq. Caught up, it waits on the store and sends
+// each new change as it commits: a position set on one device is applied on
+// another within milliseconds. The puller decodes and validates every record
+// of a batch (crdt.Decode) before applying any, and applies the batch and
+// the cursor advance in one Store.ApplyRemote call. A bad frame or record
+// closes the stream with the reason logged and nothing of that batch applied;
+// the puller reopens it with backoff.
+//
+// A merge that changes local state is a local change with a new sequence
+// number, so changes relay through intermediate devices (A-B-C converges
+// without A meeting C); a merge that changes nothing gets no number, so
+// nothing echoes forever. A record is also not sent back to the device it
+// came from while that device is connected (see echo.go), which keeps an
+// initial sync from crossing the wire twice.
+//
+// # Time
+//
+// A stream's hello exchange must finish within handshakeTimeout, and every
+// frame, once its length has arrived or once it is being written, within
+// frameTimeout. Between frames a stream waits without a deadline: push
+// streams are idle most of the time, and yamux keepalives notice dead
+// connections. Nothing in this package polls: while its peers are connected
+// and nothing changes, its goroutines block on channels; only mDNS queries
+// repeat, backing off to one every 4 minutes.
+package peer

@@ -1,0 +1,232 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// The sync protocol's framing: every frame is a 4-byte big-endian length
+// followed by that many bytes of deterministic CBOR, one wireFrame holding
+// exactly one of its fields. The length is checked against MaxFrame before
+// anything is allocated for the body, and the decoder's limits bound what a
+// body of that size can make it allocate.
+
+// MaxFrame bounds the body of one frame. A batch is cut well below it
+// (maxBatchBytes of records), so a frame near the limit is already suspect.
+const MaxFrame = 1 << 20
+
+const (
+	// maxBatchRecords bounds the records of one batch, on both sides: the
+	// sender never puts more in a batch and the receiver's decoder refuses
+	// more.
+	maxBatchRecords = 512
+	// maxBatchBytes is where the sender cuts a batch by size. One record is
+	// at most crdt.MaxEncodedSize, so a batch stays below MaxFrame.
+	maxBatchBytes = 256 << 10
+	// maxErrorMessage bounds the human-readable text of an Error frame.
+	maxErrorMessage = 512
+)
+
+// ErrProtocol is wrapped by every error about what a peer sent that breaks
+// the protocol: an oversized or empty frame, malformed CBOR, an unexpected
+// frame, a record that fails validation.
+var ErrProtocol = errors.New("sync protocol violation")
+
+// ErrFrameTooLarge is returned for a frame whose announced length exceeds
+// MaxFrame; nothing of it is read.
+var ErrFrameTooLarge = fmt.Errorf("%w: frame too large", ErrProtocol)
+
+func protoErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
+}
+
+// Wire types. Keys are small integers and never reused; the domain side of
+// the protocol (hello.go, sync_*.go) only sees them through this file.
+
+type wireFrame struct {
+	Hello *wireHello `cbor:"1,keyasint,omitempty"`
+	Batch *wireBatch `cbor:"2,keyasint,omitempty"`
+	Error *wireError `cbor:"3,keyasint,omitempty"`
+}
+
+// wireHello opens a stream in both directions. Key 0 (the version) must keep
+// its meaning in every future version: it is read before anything else.
+type wireHello struct {
+	Version uint64 `cbor:"0,keyasint"`
+	Library []byte `cbor:"1,keyasint"`
+	Device  uint64 `cbor:"2,keyasint"`
+	Name    string `cbor:"3,keyasint,omitempty"`
+	Epoch   uint64 `cbor:"4,keyasint"`
+	Last    uint64 `cbor:"5,keyasint,omitempty"`
+	WallMs  uint64 `cbor:"6,keyasint"`
+	// Want is set by the puller only: the epoch of the sender's store it
+	// last synced from and its cursor in it.
+	WantEpoch uint64 `cbor:"7,keyasint,omitempty"`
+	WantSeq   uint64 `cbor:"8,keyasint,omitempty"`
+	// From is set by the sender only: the sequence number its batches start
+	// after. It is the puller's cursor, or 0 when the sender cannot resume
+	// from it (another epoch, or a cursor past its end).
+	From uint64 `cbor:"9,keyasint,omitempty"`
+}
+
+// wireBatch carries the sender's records with sequence numbers in (the
+// previous batch's Seq, Seq], each record's current encoded state, so the
+// receiver can advance its cursor to Seq once it has applied them. Records
+// may be fewer than the sequence numbers covered (superseded changes, and
+// records the receiver is known to have) and may even be empty.
+type wireBatch struct {
+	Epoch   uint64   `cbor:"0,keyasint"`
+	Seq     uint64   `cbor:"1,keyasint"`
+	Last    uint64   `cbor:"2,keyasint,omitempty"`
+	Records [][]byte `cbor:"3,keyasint,omitempty"`
+}
+
+// wireError is the last frame of a refused stream.
+type wireError struct {
+	Code       uint64 `cbor:"0,keyasint"`
+	MinVersion uint64 `cbor:"1,keyasint,omitempty"`
+	Version    uint64 `cbor:"2,keyasint,omitempty"`
+	Message    string `cbor:"3,keyasint,omitempty"`
+}
+
+var (
+	frameEncMode = mustFrameEncMode()
+	frameDecMode = mustFrameDecMode(true)
+	// helloPeekMode reads only the version of a hello of any version: it
+	// ignores fields it does not know, so a newer peer's hello still yields
+	// a clear "too new" instead of "unknown field".
+	helloPeekMode = mustFrameDecMode(false)
+)
+
+func mustFrameEncMode() cbor.EncMode {
+	m, err := cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func mustFrameDecMode(strict bool) cbor.DecMode {
+	opts := cbor.DecOptions{
+		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
+		IndefLength:      cbor.IndefLengthForbidden,
+		TagsMd:           cbor.TagsForbidden,
+		MaxNestedLevels:  4,
+		MaxArrayElements: maxBatchRecords,
+		MaxMapPairs:      16,
+		UTF8:             cbor.UTF8RejectInvalid,
+	}
+	if strict {
+		opts.ExtraReturnErrors = cbor.ExtraDecErrorUnknownField
+	} else {
+		opts.MaxNestedLevels = 16
+		opts.MaxMapPairs = 256
+	}
+	m, err := opts.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// appendFrame appends the length-prefixed encoding of f to buf.
+func appendFrame(buf *bytes.Buffer, f *wireFrame) error {
+	start := buf.Len()
+	buf.Write([]byte{0, 0, 0, 0})
+	if err := frameEncMode.NewEncoder(buf).Encode(f); err != nil {
+		buf.Truncate(start)
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	n := buf.Len() - start - 4
+	if n > MaxFrame {
+		buf.Truncate(start)
+		return fmt.Errorf("encode frame: %d bytes exceeds %d", n, MaxFrame)
+	}
+	binary.BigEndian.PutUint32(buf.Bytes()[start:], uint32(n))
+	return nil
+}
+
+// frameReader reads frames from one stream, reusing its buffer.
+type frameReader struct {
+	r   io.Reader
+	hdr [4]byte
+	buf []byte
+	// started, if set, is called between a frame's length and its body: a
+	// reader waits for the next frame for as long as it takes (push streams
+	// are idle most of the time), but a frame once begun must arrive in
+	// bounded time.
+	started func()
+	// finished, if set, is called after a whole frame of size bytes (the
+	// body) was read.
+	finished func(size int)
+}
+
+// next returns the body of the next frame, valid until the following call.
+func (fr *frameReader) next() ([]byte, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(fr.hdr[:])
+	if n == 0 {
+		return nil, protoErrorf("empty frame")
+	}
+	if n > MaxFrame {
+		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, MaxFrame)
+	}
+	if fr.started != nil {
+		fr.started()
+	}
+	// Reuse the buffer, but do not keep a large one for an idle stream
+	// because of one large frame.
+	if cap(fr.buf) < int(n) || (cap(fr.buf) > 64<<10 && n <= 64<<10) {
+		fr.buf = make([]byte, max(n, 4<<10))
+	}
+	body := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("read frame body: %w", err)
+	}
+	if fr.finished != nil {
+		fr.finished(len(body))
+	}
+	return body, nil
+}
+
+// decodeFrame decodes a frame body that must hold exactly one message.
+func decodeFrame(body []byte) (*wireFrame, error) {
+	var f wireFrame
+	if err := frameDecMode.Unmarshal(body, &f); err != nil {
+		return nil, protoErrorf("decode frame: %w", err)
+	}
+	n := 0
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, protoErrorf("frame holds %d messages, want exactly 1", n)
+	}
+	return &f, nil
+}
+
+// peekHelloVersion returns the version of a hello frame of any version, and
+// whether the body is a hello at all.
+func peekHelloVersion(body []byte) (uint64, bool) {
+	var f struct {
+		Hello *struct {
+			Version uint64 `cbor:"0,keyasint"`
+		} `cbor:"1,keyasint"`
+	}
+	if err := helloPeekMode.Unmarshal(body, &f); err != nil || f.Hello == nil {
+		return 0, false
+	}
+	return f.Hello.Version, true
+}

@@ -1,0 +1,262 @@
+package peer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/host"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// Config configures a Node.
+type Config struct {
+	// Identity is the device's persisted Ed25519 key; the device id derives
+	// from it (DeviceIDOf).
+	Identity crypto.PrivKey
+	Library  Library
+	// Name is the device's display name, sent in hellos.
+	Name  string
+	Store Store
+	// Listen overrides the listen addresses (default: every interface, IPv4
+	// and IPv6, TCP on a port the OS chooses).
+	Listen []ma.Multiaddr
+	// Peers are static peers, each with its /p2p/<id> component, dialled at
+	// start and redialled with backoff whenever they go away.
+	Peers []ma.Multiaddr
+	// MDNS turns on discovery on the LAN.
+	MDNS bool
+	// MDNSInterfaces restricts discovery to these interfaces (default: every
+	// up, multicast-capable, non-loopback interface).
+	MDNSInterfaces []net.Interface
+	// Now is the daemon's wall clock (possibly skewed on purpose), sent in
+	// hellos and used to estimate peers' clock offsets. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// OnEvent, if set, is called with peer events, in order, from one
+	// goroutine; it should not block for long.
+	OnEvent func(Event)
+}
+
+// Node is one device's presence on the library's private network: a libp2p
+// host, discovery, redialling, and sync streams in both directions with
+// every connected member.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	now    func() time.Time
+	host   host.Host
+	self   crdt.DeviceID
+	store  Store
+	sub    event.Subscription
+	disc   *discovery
+	events *eventQueue
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts every goroutine the node starts or adopts (stream handlers
+	// run on libp2p's goroutines but register here), so Close can join them.
+	wg        sync.WaitGroup
+	trackMu   sync.Mutex
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+	eventsWG  sync.WaitGroup
+	eventsEnd chan struct{}
+
+	mu    sync.Mutex
+	peers map[lpeer.ID]*peerState
+
+	stats stats
+}
+
+// New starts a node: it listens, dials the static peers, and starts mDNS
+// if configured.
+func New(ctx context.Context, cfg Config) (*Node, error) {
+	switch {
+	case cfg.Identity == nil:
+		return nil, errors.New("new node: no identity key")
+	case cfg.Store == nil:
+		return nil, errors.New("new node: no store")
+	case cfg.Library.IsZero():
+		return nil, fmt.Errorf("new node: %w", ErrNoLibrary)
+	case len(cfg.Name) > crdt.MaxDeviceNameBytes:
+		return nil, fmt.Errorf("new node: device name of %d bytes exceeds %d", len(cfg.Name), crdt.MaxDeviceNameBytes)
+	}
+	static, err := lpeer.AddrInfosFromP2pAddrs(cfg.Peers...)
+	if err != nil {
+		return nil, fmt.Errorf("new node: static peers must end in /p2p/<peer id>: %w", err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	psk, err := cfg.Library.psk()
+	if err != nil {
+		return nil, fmt.Errorf("new node: %w", err)
+	}
+	h, err := newHost(&cfg, psk)
+	if err != nil {
+		return nil, fmt.Errorf("new node: %w", err)
+	}
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerConnectednessChanged), eventbus.BufSize(256))
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("new node: subscribe to connection events: %w", err)
+	}
+	n := &Node{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		now:       cfg.Now,
+		host:      h,
+		self:      DeviceIDOf(h.ID()),
+		store:     cfg.Store,
+		sub:       sub,
+		events:    newEventQueue(cfg.OnEvent),
+		peers:     make(map[lpeer.ID]*peerState),
+		eventsEnd: make(chan struct{}),
+	}
+	// The node outlives the ctx of New only through Close.
+	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
+	n.spawn(n.watchConnections)
+	h.SetStreamHandler(ProtocolID, n.handleSync)
+	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs())
+	for _, info := range static {
+		if info.ID == h.ID() {
+			continue
+		}
+		n.addStatic(info, false)
+	}
+	if cfg.MDNS {
+		n.disc = n.startDiscovery()
+	}
+	return n, nil
+}
+
+// spawn runs fn on a goroutine joined by Close, unless the node is closing.
+func (n *Node) spawn(fn func()) bool {
+	if !n.track() {
+		return false
+	}
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// track adds one to wg unless the node is closing; the caller must call
+// wg.Done when it returns true.
+func (n *Node) track() bool {
+	n.trackMu.Lock()
+	defer n.trackMu.Unlock()
+	if n.closed {
+		return false
+	}
+	n.wg.Add(1)
+	return true
+}
+
+// Close stops discovery, closes every connection and stream, and returns
+// once every goroutine the node started has returned.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.trackMu.Lock()
+		n.closed = true
+		n.trackMu.Unlock()
+		n.cancel()
+		n.host.RemoveStreamHandler(ProtocolID)
+		if n.disc != nil {
+			n.disc.close()
+		}
+		n.sub.Close()
+		n.closeErr = n.host.Close()
+		n.wg.Wait()
+		close(n.eventsEnd)
+		n.eventsWG.Wait()
+		n.log.Info("peer node stopped", "peer", n.host.ID())
+	})
+	return n.closeErr
+}
+
+// ID returns the node's libp2p peer id.
+func (n *Node) ID() lpeer.ID { return n.host.ID() }
+
+// Device returns the node's device id.
+func (n *Node) Device() crdt.DeviceID { return n.self }
+
+// Addrs returns the addresses the node listens on, each with its /p2p
+// component, as other devices' --peer flags take them.
+func (n *Node) Addrs() []ma.Multiaddr {
+	p2p, err := ma.NewComponent("p2p", n.host.ID().String())
+	if err != nil {
+		return nil
+	}
+	var out []ma.Multiaddr
+	for _, a := range n.host.Addrs() {
+		out = append(out, a.Encapsulate(p2p))
+	}
+	return out
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats { return n.stats.snapshot() }
+
+// Invite returns an invite code for this library that names this device and
+// its addresses as the first peer to dial.
+func (n *Node) Invite() string {
+	addrs := slices.Clone(n.host.Addrs())
+	// Routable addresses first: the invite keeps only the first few, and a
+	// loopback address only helps a device on this same machine.
+	slices.SortStableFunc(addrs, func(a, b ma.Multiaddr) int {
+		return cmp.Compare(addrRank(a), addrRank(b))
+	})
+	return EncodeInvite(Invite{Library: n.cfg.Library, Peer: n.host.ID(), Addrs: addrs})
+}
+
+func addrRank(a ma.Multiaddr) int {
+	switch {
+	case manet.IsIPLoopback(a):
+		return 2
+	case manet.IsIP6LinkLocal(a):
+		return 1
+	}
+	return 0
+}
+
+// Connect dials the peers of addrs (each with /p2p/<id>) and remembers them,
+// so they are redialled with backoff whenever they go away: what a device
+// does with the inviter's addresses after joining. It returns once every
+// peer is connected, or with the dial errors.
+func (n *Node) Connect(ctx context.Context, addrs []ma.Multiaddr) error {
+	infos, err := lpeer.AddrInfosFromP2pAddrs(addrs...)
+	if err != nil {
+		return fmt.Errorf("connect: addresses must end in /p2p/<peer id>: %w", err)
+	}
+	var errs []error
+	for _, info := range infos {
+		if info.ID == n.host.ID() {
+			continue
+		}
+		st := n.addStatic(info, true)
+		if err := n.dial(ctx, st); err != nil {
+			errs = append(errs, fmt.Errorf("connect to %s: %w", info.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,208 @@
+package peer
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/libp2p/go-libp2p/core/event"
+	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// protectTag keeps library peers out of the connection manager's trimming:
+// every peer that completes the private-network handshake is a member.
+const protectTag = "danyue-library"
+
+// maxDiscoveredPeers bounds the peers known only from mDNS answers (never
+// connected, not static), so that a LAN full of forged announcements cannot
+// grow the table without bound.
+const maxDiscoveredPeers = 64
+
+// peerState is everything the node tracks about one peer. Fields are guarded
+// by Node.mu except echo, which has its own lock.
+type peerState struct {
+	id     lpeer.ID
+	device crdt.DeviceID
+	name   string
+	addrs  []ma.Multiaddr // known dial addresses
+
+	static     bool // a keeper goroutine redials it (dialer.go)
+	discovered bool // known from mDNS
+	wake       chan struct{}
+	dialNow    bool // the keeper should dial without waiting for its backoff
+	dialing    bool // a one-shot dial (mDNS) is in flight
+	dialCount  int  // dials since the last stable connection
+	nextDial   time.Time
+	logged     map[string]bool // addresses whose dial failure was logged
+
+	connected   bool
+	connectedAt time.Time
+	cancelConn  context.CancelFunc // ends this connection's pull loop
+	pullDone    chan struct{}      // closed when the previous pull loop returned
+	announced   bool               // PeerConnected was emitted for this connection
+	serving     int                // sync streams we are sending on to it
+	lastSeen    time.Time
+	lastErr     string
+
+	clockOffset time.Duration
+	clockKnown  bool
+	skewWarned  bool // PeerClockSkewed was emitted for this connection
+	merged      uint64
+	remoteLast  uint64
+
+	echo echoSet
+}
+
+// peer returns the state of id, creating it. n.mu must be held.
+func (n *Node) peer(id lpeer.ID) *peerState {
+	st := n.peers[id]
+	if st == nil {
+		st = &peerState{id: id, device: DeviceIDOf(id), wake: make(chan struct{}, 1)}
+		n.peers[id] = st
+	}
+	return st
+}
+
+func (st *peerState) poke() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// watchConnections follows libp2p's per-peer connectedness: the first
+// connection to a peer starts pulling from it, losing the last one stops
+// that and lets the keeper redial.
+func (n *Node) watchConnections() {
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case ev, ok := <-n.sub.Out():
+			if !ok {
+				return
+			}
+			e := ev.(event.EvtPeerConnectednessChanged)
+			switch e.Connectedness {
+			case network.Connected:
+				n.onConnected(e.Peer)
+			case network.NotConnected:
+				n.onDisconnected(e.Peer)
+			}
+		}
+	}
+}
+
+func (n *Node) onConnected(id lpeer.ID) {
+	n.host.ConnManager().Protect(id, protectTag)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st := n.peer(id)
+	if st.connected {
+		return
+	}
+	now := n.now()
+	st.connected, st.connectedAt, st.lastSeen, st.lastErr = true, now, now, ""
+	ctx, cancel := context.WithCancel(n.ctx)
+	st.cancelConn = cancel
+	// One pull loop per peer at a time: the loop of a previous connection
+	// may still be returning, and two would race on the cursor.
+	prev, done := st.pullDone, make(chan struct{})
+	st.pullDone = done
+	started := n.spawn(func() {
+		defer close(done)
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		n.pullLoop(ctx, st)
+	})
+	if !started {
+		close(done)
+	}
+}
+
+func (n *Node) onDisconnected(id lpeer.ID) {
+	n.mu.Lock()
+	st := n.peers[id]
+	if st == nil || !st.connected {
+		n.mu.Unlock()
+		return
+	}
+	now := n.now()
+	st.connected, st.lastSeen = false, now
+	st.cancelConn()
+	if now.Sub(st.connectedAt) >= stableConn {
+		st.dialCount, st.nextDial = 0, time.Time{}
+	}
+	announced := st.announced
+	st.announced, st.skewWarned = false, false
+	info := n.info(st)
+	n.mu.Unlock()
+	// What the peer was sent back is only known while connected: drop it
+	// rather than keep memory for peers that may never return.
+	st.echo.reset()
+	n.host.ConnManager().Unprotect(id, protectTag)
+	st.poke()
+	if announced {
+		n.log.Info("peer disconnected", "peer", id, "device", st.device, "name", info.Name)
+		n.events.emit(Event{Kind: PeerDisconnected, Peer: info})
+	}
+}
+
+// Peers returns what the node knows of every peer it has configured,
+// discovered or been connected to, sorted by device id.
+func (n *Node) Peers() []PeerInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]PeerInfo, 0, len(n.peers))
+	for _, st := range n.peers {
+		out = append(out, n.info(st))
+	}
+	slices.SortFunc(out, func(a, b PeerInfo) int { return cmp.Compare(a.Device, b.Device) })
+	return out
+}
+
+// info snapshots st. n.mu must be held.
+func (n *Node) info(st *peerState) PeerInfo {
+	pi := PeerInfo{
+		Device:      st.device,
+		Name:        st.name,
+		ID:          st.id,
+		Connected:   st.connected,
+		Static:      st.static,
+		LastSeen:    st.lastSeen,
+		ClockOffset: st.clockOffset,
+		ClockKnown:  st.clockKnown,
+		ClockSkewed: st.clockKnown && st.clockOffset.Abs() > MaxClockOffset,
+		Merged:      st.merged,
+		RemoteLast:  st.remoteLast,
+		CaughtUp:    st.announced && st.merged >= st.remoteLast,
+		LastError:   st.lastErr,
+	}
+	if st.connected {
+		for _, c := range n.host.Network().ConnsToPeer(st.id) {
+			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
+		}
+	} else {
+		pi.Addrs = slices.Clone(st.addrs)
+	}
+	return pi
+}
+
+// mergeAddrs adds the addresses of add missing from have.
+func mergeAddrs(have, add []ma.Multiaddr) []ma.Multiaddr {
+	for _, a := range add {
+		if !ma.Contains(have, a) {
+			have = append(have, a)
+		}
+	}
+	return have
+}

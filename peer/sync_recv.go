@@ -1,0 +1,240 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/multiformats/go-multistream"
+)
+
+// The pull side of a sync stream. Each side of a connection pulls from the
+// other on a stream it opens: it says where it is (hello with its cursor),
+// and from then on only reads batches and applies each, whole or not at all,
+// together with the cursor advance.
+
+// pullLoop pulls from st for as long as ctx (the connection) lives,
+// reopening the stream with backoff when it breaks. A refusal (versions,
+// library) ends it until the next connection.
+func (n *Node) pullLoop(ctx context.Context, st *peerState) {
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		err := n.pull(ctx, st)
+		if ctx.Err() != nil {
+			return
+		}
+		n.mu.Lock()
+		st.lastErr = err.Error()
+		info := n.info(st)
+		n.mu.Unlock()
+		if isRefusal(err) || errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+			n.log.Error("cannot sync with peer", "peer", st.id, "device", st.device, "err", err)
+			n.events.emit(Event{Kind: PeerRefused, Peer: info, Err: err})
+			return
+		}
+		level := logLevelFor(err)
+		n.log.Log(ctx, level, "sync stream from peer ended, reopening with backoff", "peer", st.id, "device", st.device, "err", err)
+		if time.Since(start) >= stableConn {
+			attempt = 0
+		}
+		t := time.NewTimer(pullBackoff.delay(attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// pull runs one sync stream from st until it fails or ctx ends.
+func (n *Node) pull(ctx context.Context, st *peerState) error {
+	hctx, cancel := context.WithTimeout(network.WithNoDial(ctx, "sync runs on existing connections"), handshakeTimeout)
+	s, err := n.host.NewStream(hctx, st.id, ProtocolID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("open sync stream: %w", err)
+	}
+	graceful := false
+	defer func() {
+		if graceful {
+			s.Close() // a reset would discard our Error frame unread
+		} else {
+			s.Reset()
+		}
+	}()
+	// Reading blocks until the peer sends; the connection ending or the node
+	// closing must unblock it.
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
+
+	epoch, cursor, err := n.store.Cursor(ctx, st.device)
+	if err != nil {
+		return fmt.Errorf("read cursor: %w", err)
+	}
+	last, _ := n.store.Watch()
+	mine := hello{
+		Version: ProtocolVersion, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor,
+	}
+	var out bytes.Buffer
+	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
+		return err
+	}
+	s.SetDeadline(time.Now().Add(handshakeTimeout))
+	sent := n.now()
+	if err := n.writeFrame(s, out.Bytes()); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+	fr := n.newFrameReader(s)
+	body, err := fr.next()
+	if err != nil {
+		return fmt.Errorf("read hello: %w", err)
+	}
+	theirs, err := readHello(body, n.cfg.Library, st.id)
+	received := n.now()
+	if err != nil {
+		if !isRefusalFrame(body) {
+			// Tell the sender why, so both logs say it.
+			out.Reset()
+			if appendFrame(&out, errorFrame(err)) == nil && n.writeFrame(s, out.Bytes()) == nil {
+				graceful = true
+			}
+		}
+		return err
+	}
+	s.SetDeadline(time.Time{})
+	switch {
+	case theirs.Epoch != epoch && theirs.From != 0:
+		return protoErrorf("sender resumes a new epoch %d from %d", theirs.Epoch, theirs.From)
+	case theirs.Epoch == epoch && theirs.From > cursor:
+		return protoErrorf("sender resumes from %d, past our cursor %d", theirs.From, cursor)
+	}
+	// Usually our cursor; 0 for a wiped sender (new epoch) or one that
+	// cannot resume from it.
+	cursor = theirs.From
+	n.helloDone(st, theirs, clockOffset(theirs.Wall, sent, received), cursor)
+
+	for {
+		body, err := fr.next()
+		if err != nil {
+			return fmt.Errorf("read batch: %w", err)
+		}
+		f, err := decodeFrame(body)
+		if err != nil {
+			return err
+		}
+		if f.Error != nil {
+			return refusal(f.Error)
+		}
+		b := f.Batch
+		if b == nil {
+			return protoErrorf("expected a batch")
+		}
+		if b.Epoch != theirs.Epoch {
+			return protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, theirs.Epoch)
+		}
+		if b.Seq <= cursor {
+			return protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, cursor)
+		}
+		entries, err := decodeRecords(b.Records)
+		if err != nil {
+			return err
+		}
+		// Before the merge: once applied, the records can be streamed back
+		// at any moment, and the sender to this peer must already know them.
+		st.echo.add(b.Epoch, b.Records)
+		n.stats.recordsReceived.Add(uint64(len(entries)))
+		if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
+			return fmt.Errorf("apply batch: %w", err)
+		}
+		cursor = b.Seq
+		n.mu.Lock()
+		st.merged, st.remoteLast, st.lastSeen = cursor, max(b.Last, cursor), n.now()
+		n.mu.Unlock()
+	}
+}
+
+// decodeRecords decodes and validates every record of a batch, or none.
+func decodeRecords(records [][]byte) ([]crdt.Entry, error) {
+	entries := make([]crdt.Entry, len(records))
+	for i, r := range records {
+		e, err := crdt.Decode(r)
+		if err != nil {
+			return nil, protoErrorf("record %d of the batch: %w", i, err)
+		}
+		entries[i] = e
+	}
+	return entries, nil
+}
+
+// helloDone records what a completed hello told about st, and announces the
+// peer once per connection.
+func (n *Node) helloDone(st *peerState, h hello, offset time.Duration, cursor uint64) {
+	n.mu.Lock()
+	st.name, st.clockOffset, st.clockKnown = h.Name, offset, true
+	st.merged, st.remoteLast, st.lastSeen, st.lastErr = cursor, h.Last, n.now(), ""
+	first := !st.announced && st.connected
+	st.announced = st.announced || st.connected
+	info := n.info(st)
+	warn := info.ClockSkewed && !st.skewWarned
+	st.skewWarned = info.ClockSkewed
+	n.mu.Unlock()
+	if first {
+		n.log.Info("peer connected", "peer", st.id, "device", st.device, "name", h.Name, "clock_offset", offset)
+		n.events.emit(Event{Kind: PeerConnected, Peer: info})
+	}
+	if warn {
+		n.log.Warn("peer clock is off", "peer", st.id, "device", st.device, "name", h.Name, "offset", offset)
+		n.events.emit(Event{Kind: PeerClockSkewed, Peer: info})
+	}
+}
+
+func isRefusalFrame(body []byte) bool {
+	f, err := decodeFrame(body)
+	return err == nil && f.Error != nil
+}
+
+// newFrameReader reads frames from s, giving each frame body frameTimeout
+// to arrive once its length has.
+func (n *Node) newFrameReader(s network.Stream) *frameReader {
+	fr := &frameReader{r: s}
+	fr.started = func() { s.SetReadDeadline(time.Now().Add(frameTimeout)) }
+	fr.finished = func(size int) {
+		s.SetReadDeadline(time.Time{})
+		n.stats.framesReceived.Add(1)
+		n.stats.bytesReceived.Add(uint64(4 + size))
+	}
+	return fr
+}
+
+// writeFrame writes one encoded frame within frameTimeout.
+func (n *Node) writeFrame(s network.Stream, frame []byte) error {
+	s.SetWriteDeadline(time.Now().Add(frameTimeout))
+	_, err := s.Write(frame)
+	s.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return err
+	}
+	n.stats.framesSent.Add(1)
+	n.stats.bytesSent.Add(uint64(len(frame)))
+	return nil
+}
+
+// logLevelFor logs what a peer did wrong loudly and the ordinary end of a
+// stream (the peer went away) quietly.
+func logLevelFor(err error) slog.Level {
+	switch {
+	case errors.Is(err, ErrProtocol):
+		return slog.LevelWarn
+	case errors.Is(err, io.EOF), errors.Is(err, network.ErrReset), errors.Is(err, context.Canceled):
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}

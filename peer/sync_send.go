@@ -1,0 +1,244 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+)
+
+// The send side of a sync stream: the handler of streams opened by pullers.
+// After the hello it sends every record changed after the puller's cursor
+// (all of them if the puller last saw another epoch of this store), in
+// batches of at most maxBatchRecords records and about maxBatchBytes, and
+// then waits on the store and sends each new change as it commits.
+
+// maxServing bounds the sync streams served to one peer at a time.
+const maxServing = 4
+
+// errBatchFull stops a Since pass at the batch size limit.
+var errBatchFull = errors.New("batch full")
+
+// errEpochChanged ends a stream whose store was replaced under it; the
+// puller reopens and starts over in the new epoch.
+var errEpochChanged = errors.New("store epoch changed")
+
+func (n *Node) handleSync(s network.Stream) {
+	if !n.track() {
+		s.Reset()
+		return
+	}
+	defer n.wg.Done()
+	remote := s.Conn().RemotePeer()
+	n.mu.Lock()
+	st := n.peer(remote)
+	busy := st.serving >= maxServing
+	if !busy {
+		st.serving++
+	}
+	n.mu.Unlock()
+	if busy {
+		// A correct puller has one stream open; a few allow for streams of
+		// a dead connection not yet noticed.
+		var out bytes.Buffer
+		if appendFrame(&out, &wireFrame{Error: &wireError{Code: codeBusy, Message: "too many sync streams"}}) == nil {
+			n.writeFrame(s, out.Bytes())
+		}
+		s.Close()
+		n.log.Warn("refused a sync stream: too many from this peer", "peer", remote)
+		return
+	}
+	defer func() {
+		n.mu.Lock()
+		st.serving--
+		n.mu.Unlock()
+	}()
+	refused, err := n.serve(s, remote)
+	if err == nil || n.ctx.Err() != nil || refused {
+		// Closed, not reset: a reset would discard the Error frame unread.
+		s.Close()
+	} else {
+		s.Reset()
+	}
+	if err == nil || n.ctx.Err() != nil {
+		return
+	}
+	if isRefusal(err) {
+		n.mu.Lock()
+		st := n.peer(remote)
+		st.lastErr = err.Error()
+		info := n.info(st)
+		n.mu.Unlock()
+		n.log.Error("refused a sync stream from peer", "peer", remote, "device", DeviceIDOf(remote), "err", err)
+		n.events.emit(Event{Kind: PeerRefused, Peer: info, Err: err})
+		return
+	}
+	n.log.Log(n.ctx, logLevelFor(err), "sync stream to peer ended", "peer", remote, "device", DeviceIDOf(remote), "err", err)
+}
+
+// serve runs the send side of one stream; refused reports that it ended by
+// sending the puller an Error frame.
+func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error) {
+	ctx, cancel := context.WithCancel(n.ctx)
+	defer cancel()
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
+
+	s.SetDeadline(time.Now().Add(handshakeTimeout))
+	fr := n.newFrameReader(s)
+	body, err := fr.next()
+	if err != nil {
+		return false, fmt.Errorf("read hello: %w", err)
+	}
+	var out bytes.Buffer
+	theirs, err := readHello(body, n.cfg.Library, remote)
+	if err != nil {
+		if appendFrame(&out, errorFrame(err)) == nil {
+			n.writeFrame(s, out.Bytes())
+		}
+		return true, err
+	}
+	epoch := n.store.Epoch()
+	last, _ := n.store.Watch()
+	cursor := theirs.WantSeq
+	if theirs.WantEpoch != epoch || cursor > last {
+		// A cursor into another epoch of this store (it was wiped), or past
+		// its end (restored from an old copy under the same epoch): the
+		// puller's position means nothing here, so send everything.
+		cursor = 0
+	}
+	mine := hello{
+		Version: ProtocolVersion, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Epoch: epoch, Last: last, Wall: n.now(), From: cursor,
+	}
+	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
+		return false, err
+	}
+	if err := n.writeFrame(s, out.Bytes()); err != nil {
+		return false, fmt.Errorf("send hello: %w", err)
+	}
+	s.SetDeadline(time.Time{})
+
+	// The puller sends nothing more but an Error frame or the end of the
+	// stream; either ends this side too.
+	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, remote) }) {
+		return false, nil
+	}
+	n.mu.Lock()
+	echo := &n.peer(remote).echo
+	n.mu.Unlock()
+	snd := sender{n: n, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: echo}
+	for {
+		last, changed := n.store.Watch()
+		if n.store.Epoch() != epoch {
+			return false, errEpochChanged
+		}
+		if last > cursor {
+			if cursor, err = snd.catchUp(ctx, cursor, last); err != nil {
+				return false, err
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
+
+func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *frameReader, remote lpeer.ID) {
+	defer cancel()
+	body, err := fr.next()
+	if err != nil || ctx.Err() != nil {
+		return
+	}
+	if f, err := decodeFrame(body); err == nil && f.Error != nil {
+		n.log.Warn("peer ended its sync stream", "peer", remote, "err", refusal(f.Error))
+		return
+	}
+	n.log.Warn("peer sent an unexpected frame on its sync stream", "peer", remote)
+}
+
+// sender streams batches on one sync stream.
+type sender struct {
+	n         *Node
+	s         network.Stream
+	epoch     uint64 // of our store
+	peerEpoch uint64 // of the puller's store, for echo suppression
+	echo      *echoSet
+	out       bytes.Buffer
+}
+
+// catchUp sends everything after cursor, up to at least last (the store's
+// last sequence number before the caller looked), and returns the new
+// cursor.
+func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, error) {
+	for {
+		var (
+			records [][]byte
+			arena   []byte
+			size    int
+			visited int
+			seq     = cursor
+			full    bool
+			skipped uint64
+		)
+		err := snd.n.store.Since(ctx, cursor, maxBatchRecords, func(s uint64, data []byte) error {
+			if size+len(data) > maxBatchBytes && len(records) > 0 {
+				full = true
+				return errBatchFull
+			}
+			visited++
+			seq = s
+			if snd.echo.take(snd.peerEpoch, data) {
+				skipped++
+				return nil
+			}
+			// data is only valid during the call: copy it into chunks that
+			// never move once written, small for the one-record pushes that
+			// are most batches, growing for a catch-up.
+			if cap(arena)-len(arena) < len(data) {
+				arena = make([]byte, 0, max(min(2*cap(arena), 64<<10), 1<<10, len(data)))
+			}
+			arena = append(arena, data...)
+			records = append(records, arena[len(arena)-len(data):len(arena):len(arena)])
+			size += len(data)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errBatchFull) {
+			return cursor, fmt.Errorf("read changes: %w", err)
+		}
+		if visited == maxBatchRecords {
+			full = true
+		}
+		if !full && seq < last {
+			// A pass that was not cut short has seen everything up to last:
+			// move the cursor there even if the records there were
+			// superseded (or the store numbers changes it does not list).
+			seq = last
+		}
+		if seq > cursor {
+			snd.out.Reset()
+			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: records}}
+			if err := appendFrame(&snd.out, f); err != nil {
+				return cursor, err
+			}
+			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
+				return cursor, fmt.Errorf("send batch: %w", err)
+			}
+			snd.n.stats.recordsSent.Add(uint64(len(records)))
+			snd.n.stats.echoesSkipped.Add(skipped)
+			cursor = seq
+		}
+		if !full {
+			if snd.out.Cap() > 64<<10 {
+				snd.out = bytes.Buffer{} // an idle push stream keeps a small buffer
+			}
+			return cursor, nil
+		}
+	}
+}

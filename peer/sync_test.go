@@ -1,0 +1,296 @@
+package peer
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// randomOp applies one random local operation of dev on one of keys books.
+func randomOp(t *testing.T, r *rand.Rand, s *memStore, keys int) {
+	key := bookKey(r.IntN(keys))
+	var e crdt.Entry
+	var err error
+	switch r.IntN(4) {
+	case 0:
+		e, err = crdt.SetPosition(key, s.now(), uint64(r.IntN(100000)), r.Float64())
+	case 1:
+		var local *crdt.Book
+		if b, ok := s.book(key); ok {
+			local = &b
+		}
+		e, err = crdt.AddReadTime(key, local, s.clock.Device(), uint64(1+r.IntN(60000)))
+	case 2:
+		e, err = crdt.Delete(key, s.now())
+	case 3:
+		e, err = crdt.SetTitle(key, s.now(), "title "+string(rune('a'+r.IntN(26))))
+	}
+	if err != nil {
+		t.Errorf("op: %v", err)
+		return
+	}
+	if err := s.write(e); err != nil {
+		t.Errorf("write: %v", err)
+	}
+}
+
+// Random concurrent writes on several connected hosts converge: every store
+// ends with the same records, byte for byte (crdt/doc.go, Merge).
+func TestConvergence(t *testing.T) {
+	lib := newLib(t)
+	const hosts, opsPerHost, keys = 4, 300, 40
+	devs := make([]*device, hosts)
+	var stores []*memStore
+	for i := range devs {
+		devs[i] = newDevice(t, string(rune('A'+i)))
+		stores = append(stores, devs[i].store)
+	}
+	// A ring plus a chord: some pairs are connected, some only relayed.
+	devs[0].start(t, lib, nil)
+	for i := 1; i < hosts; i++ {
+		devs[i].start(t, lib, devs[i-1].node.Addrs())
+	}
+	devs[0].node.Connect(t.Context(), devs[hosts-1].node.Addrs())
+
+	var wg sync.WaitGroup
+	for i, d := range devs {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 42))
+			for range opsPerHost {
+				randomOp(t, r, d.store, keys)
+				if r.IntN(10) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	waitFor(t, 20*time.Second, "convergence", func() bool { return converged(stores...) })
+	if n := stores[0].len(); n == 0 || n > keys {
+		t.Fatalf("%d records, want 1..%d", n, keys)
+	}
+	for _, d := range devs {
+		st := d.node.Stats()
+		t.Logf("%s: sent %d records (%d bytes), received %d records (%d bytes), %d echoes skipped",
+			d.name, st.RecordsSent, st.BytesSent, st.RecordsReceived, st.BytesReceived, st.EchoesSkipped)
+	}
+}
+
+// A-B-C in a line: A's writes reach C and C's reach A through B, although A
+// and C never connect (a merge that changes state is a local change, and is
+// streamed on).
+func TestLineRelays(t *testing.T) {
+	lib := newLib(t)
+	a, b, c := newDevice(t, "A"), newDevice(t, "B"), newDevice(t, "C")
+	b.start(t, lib, nil)
+	a.start(t, lib, b.node.Addrs())
+	c.start(t, lib, b.node.Addrs())
+
+	if err := a.store.setPosition(bookKey(1), 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.store.setPosition(bookKey(2), 200); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "A, B and C to converge", func() bool {
+		return converged(a.store, b.store, c.store) && a.store.len() == 2
+	})
+	// And a later change too (push, not only the initial pull).
+	if err := a.store.setPosition(bookKey(2), 300); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "A's push to reach C", func() bool {
+		bk, _ := c.store.book(bookKey(2))
+		return bk.Position.Char == 300
+	})
+	for _, p := range a.node.Peers() {
+		if p.ID == c.id {
+			t.Fatalf("A knows C: %+v", p)
+		}
+	}
+	for _, p := range c.node.Peers() {
+		if p.ID == a.id {
+			t.Fatalf("C knows A: %+v", p)
+		}
+	}
+}
+
+// A device restarting with its store resumes from its cursor: only what
+// changed while it was away crosses the wire.
+func TestRestartResumesFromCursor(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	if err := a.store.fill(1000); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs())
+	waitFor(t, 20*time.Second, "initial sync", func() bool {
+		return converged(a.store, b.store) && mergedAll(a.node, b) && mergedAll(b.node, a)
+	})
+	if got := b.node.Stats().RecordsReceived; got != 1000 {
+		t.Errorf("initial sync: B received %d records, want 1000", got)
+	}
+	if got := a.node.Stats().RecordsReceived; got != 0 {
+		t.Errorf("initial sync: A received %d records back, want 0 (echoes)", got)
+	}
+
+	b.stop(t)
+	for i := range 3 {
+		if err := a.store.setPosition(bookKey(i), 5000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aBefore := a.node.Stats()
+	b.start(t, lib, a.node.Addrs())
+	waitFor(t, 10*time.Second, "B to catch up", func() bool {
+		return converged(a.store, b.store) && mergedAll(a.node, b) && mergedAll(b.node, a)
+	})
+	st := b.node.Stats()
+	if st.RecordsReceived != 3 {
+		t.Errorf("after restart B received %d records, want 3", st.RecordsReceived)
+	}
+	aAfter := a.node.Stats()
+	if got := aAfter.RecordsReceived - aBefore.RecordsReceived; got != 0 {
+		t.Errorf("after restart A received %d records, want 0", got)
+	}
+	wire := st.BytesSent + st.BytesReceived
+	t.Logf("resume: B received %d records in %d frames, %d bytes both ways", st.RecordsReceived, st.FramesReceived, wire)
+	if wire > 2048 {
+		t.Errorf("resume cost %d bytes on the wire, want <= 2048", wire)
+	}
+}
+
+// A device whose store was wiped (same identity, new epoch) is re-sent
+// everything, and what it sends from its new store is not mistaken for the
+// old sequence.
+func TestWipedPeerIsResent(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	if err := a.store.fill(200); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs())
+	waitFor(t, 10*time.Second, "initial sync", func() bool { return converged(a.store, b.store) })
+
+	b.stop(t)
+	b.store = newMemStore(DeviceIDOf(b.id))
+	if err := b.store.setPosition(bookKey(10_000), 1); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, lib, a.node.Addrs())
+	waitFor(t, 10*time.Second, "the wiped device to get everything back", func() bool {
+		return converged(a.store, b.store) && a.store.len() == 201
+	})
+	if got := b.node.Stats().RecordsReceived; got != 200 {
+		t.Errorf("wiped B received %d records, want 200", got)
+	}
+}
+
+// A host without the library secret cannot complete a handshake: neither
+// side learns anything, and the stranger's redials back off instead of
+// looping.
+func TestStrangerRefused(t *testing.T) {
+	lib, other := newLib(t), newLib(t)
+	a, s := newDevice(t, "A"), newDevice(t, "stranger")
+	if err := a.store.fill(10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.fill(5); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, lib, nil)
+	start := time.Now()
+	s.start(t, other, a.node.Addrs())
+	waitFor(t, 10*time.Second, "the stranger's first dial to fail", func() bool {
+		for _, p := range s.node.Peers() {
+			if p.ID == a.id {
+				return p.LastError != ""
+			}
+		}
+		return false
+	})
+	// Watch its retries for a few seconds: backoff 1 s, 2 s, 4 s ... after
+	// dials that fail fast or hang up to dialTimeout.
+	for time.Since(start) < 3500*time.Millisecond {
+		time.Sleep(50 * time.Millisecond)
+	}
+	attempts := s.node.Stats().DialAttempts
+	t.Logf("stranger: %d dial attempts in %v; last error: %s", attempts, time.Since(start).Round(time.Millisecond), s.node.Peers()[0].LastError)
+	if attempts < 1 || attempts > 3 {
+		t.Errorf("%d dial attempts in 3.5 s, want 1 to 3", attempts)
+	}
+	for _, n := range []*Node{a.node, s.node} {
+		if st := n.Stats(); st.BytesReceived != 0 || st.BytesSent != 0 {
+			t.Errorf("sync traffic with a stranger: %+v", st)
+		}
+		for _, p := range n.Peers() {
+			if p.Connected {
+				t.Errorf("connected to %s", p.ID)
+			}
+		}
+	}
+	if a.store.len() != 10 || s.store.len() != 5 {
+		t.Errorf("stores changed: A has %d records, stranger %d", a.store.len(), s.store.len())
+	}
+}
+
+// Connect remembers a peer and redials it after it goes away and comes back.
+func TestRedialAfterRestart(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	a.start(t, lib, nil)
+	addr := a.node.Addrs()
+	b.start(t, lib, nil)
+	if err := b.node.Connect(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "B to connect to A", func() bool { return connectedTo(b.node, a.id) })
+	a.stop(t)
+	waitFor(t, 5*time.Second, "B to notice", func() bool { return !connectedTo(b.node, a.id) })
+	// A comes back on the same port.
+	a.start(t, lib, nil, func(c *Config) {
+		c.Listen = []ma.Multiaddr{addr[0].Decapsulate(ma.StringCast("/p2p/" + a.id.String()))}
+	})
+	if err := a.store.setPosition(bookKey(1), 7); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "B to redial A and sync", func() bool { return converged(a.store, b.store) && b.store.len() == 1 })
+}
+
+// A sender whose store went back in time under the same epoch (restored
+// from an old copy) cannot resume from the puller's cursor; it says so in
+// its hello and sends everything, and the devices converge.
+func TestSenderBehindCursorResendsAll(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	if err := a.store.fill(200); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs())
+	waitFor(t, 10*time.Second, "initial sync", func() bool { return mergedAll(b.node, a) })
+
+	a.stop(t)
+	old := a.store
+	a.store = newMemStore(DeviceIDOf(a.id))
+	a.store.epoch = old.epoch
+	for i := range 50 {
+		if err := a.store.setPosition(bookKey(1000+i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := b.node.Stats().RecordsReceived
+	a.start(t, lib, nil, func(c *Config) { c.Listen = []ma.Multiaddr{b.node.Peers()[0].Addrs[0]} })
+	waitFor(t, 10*time.Second, "convergence", func() bool {
+		return converged(a.store, b.store) && b.store.len() == 250
+	})
+	if got := b.node.Stats().RecordsReceived - before; got != 50 {
+		t.Errorf("B received %d records from the restored A, want its 50", got)
+	}
+}
