@@ -1,0 +1,67 @@
+// Package store keeps a device's library state durably on disk (badger),
+// with the local change sequence and the peer cursors that make sync
+// incremental. It is generic over crdt.Entry: it looks inside records only
+// through Entry.AppendID, Merge, Encode, MaxTimestamp, Clone, Validate and
+// crdt.Decode, so new record kinds need no change here.
+//
+// # What it keeps
+//
+// Every record, the local change sequence, the store epoch, the peer cursors,
+// the clock high-water mark, the schema version, local daily reading
+// statistics, request idempotency keys and per-kind record counts live in
+// badger, under DIR/db (key layout in keys.go).
+// Every change that alters a record (a local write, or a merge of a remote
+// record that changed something) takes the next local sequence number in the
+// same transaction; a merge that changes nothing takes none. Each record is
+// stored once, under its current sequence number, and the key of its id
+// points there: the index has exactly one entry per record, a change deletes
+// the entry it supersedes, and "everything since N" (Since) is one range scan
+// that yields each record's current state once, in sequence order, as the
+// stored bytes a sync sender ships unchanged.
+//
+// The epoch is a random number made when the store is created; a wiped store
+// has a new one, which tells peers that their cursors into it are void. A
+// cursor is, for one remote device, that device's epoch and the last of its
+// sequence numbers merged here; it moves in the same transaction as the
+// entries it came with, only forward within an epoch.
+//
+// The device identity and the library secret are kept in DIR/secrets, mode
+// 0600, replaced atomically: badger creates its files 0666 less the umask
+// and cannot be told otherwise. DIR itself is 0700, so nothing in it is
+// readable by other users either way.
+//
+// # Durability
+//
+// When Apply returns nil, the batch is on disk: a kill -9 or a power cut
+// after that loses nothing. A batch is atomic: all of its changes with its
+// cursor, dedup key and statistic, or none. Writes are group-committed: one
+// writer goroutine applies every batch queued so far in one transaction,
+// and a sync that starts after the commit acknowledges them; several syncs
+// may run at once, each covering everything committed before it started.
+// LastSeq, Watch and Since advance only past synced changes, so a peer is
+// never sent a change that a power cut could take back.
+//
+// # Footprint
+//
+// badger is tuned for a background process (options.go): 4 MB memtables,
+// every value in the LSM tree, no caches, no compression and no compactor
+// goroutines; the store compacts with db.Flatten when level 0 has grown to
+// five tables. While open, badger keeps three timers (a 2-second allocator
+// pool ticker and two 1-minute tickers) that no option removes, so after
+// Options.IdleClose with nothing to do the store closes the database, keeping
+// its directory lock and what it answers from memory, and reopens it on the
+// next call: an idle daemon has no timers from the store at all.
+//
+// # Errors
+//
+// Errors name the data directory and say what to do. ErrLocked: another
+// daemon has the directory. ErrNewerSchema: a newer danyue wrote it; it is
+// never reset. ErrCorrupt: a stored value does not decode, or a full scan
+// (Scan, Since from 0) finds fewer records than the store counts, which is
+// how a damaged table shows (badger's iterators skip what they cannot read);
+// never a panic, never a silent reset. ErrDiskFull: Apply refuses to write
+// with less than Options.MinFreeBytes free, before badger could fail
+// mid-write. ErrDuplicate, ErrTooBig, ErrClosed, and ErrFailed once a commit
+// or sync has failed, after which the store refuses writes until it is
+// reopened.
+package store

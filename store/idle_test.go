@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// state returns whether the database is open and how often it was opened.
+func (s *Store) state() (open bool, opens int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db != nil, s.opens
+}
+
+func TestIdleClose(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: 20 * time.Millisecond})
+	ctx := context.Background()
+	last, ch := s.Watch()
+	for i := 1; i <= 3; i++ {
+		waitFor(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+		_, opens := s.state()
+		// Every kind of use reopens it, transparently.
+		uses := []func() error{
+			func() error { _, err := s.Apply(ctx, Batch{Entries: []crdt.Entry{pos(t, i, 10, 1)}}); return err },
+			func() error { _, _, err := s.Get(ctx, bookID(i)); return err },
+			func() error { return s.Since(ctx, 0, 0, func(uint64, []byte) error { return nil }) },
+		}
+		for _, use := range uses {
+			waitFor(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+			if err := use(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, now := s.state(); now <= opens {
+			t.Fatalf("opens %d after use, was %d", now, opens)
+		}
+	}
+	// What the store serves from memory survives the closes.
+	select {
+	case <-ch:
+	default:
+		t.Error("Watch channel not closed by changes made across idle closes")
+	}
+	if s.LastSeq() != last+3 {
+		t.Errorf("LastSeq %d, want %d", s.LastSeq(), last+3)
+	}
+	seqs, _ := since(t, s, 0, 0)
+	if len(seqs) != 3 {
+		t.Errorf("%d records after idle closes, want 3", len(seqs))
+	}
+}
+
+func TestIdleCloseNeverUnderUse(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: time.Millisecond})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				if _, err := s.Apply(ctx, Batch{Entries: []crdt.Entry{pos(t, g*100+i, 10, 1)}}); err != nil {
+					t.Error(err)
+					return
+				}
+				err := s.Since(ctx, 0, 0, func(uint64, []byte) error { return nil })
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s.LastSeq() != 200 {
+		t.Errorf("LastSeq %d, want 200", s.LastSeq())
+	}
+}
+
+func TestCompactionKeepsL0Small(t *testing.T) {
+	// Every idle close flushes the memtable to a level-0 table; the store
+	// compacts when there are l0Compact of them.
+	s := open(t, t.TempDir(), Options{IdleClose: 10 * time.Millisecond, l0Compact: 3})
+	ctx := context.Background()
+	maxL0 := 0
+	for i := range 12 {
+		waitFor(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+		apply(t, s, Batch{Entries: []crdt.Entry{pos(t, i, 10, 1)}})
+		db, err := s.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		maxL0 = max(maxL0, l0Tables(db))
+		s.release()
+	}
+	waitFor(t, "compaction to finish", 10*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.compacting
+	})
+	if maxL0 > 3 {
+		t.Errorf("level 0 grew to %d tables with a threshold of 3", maxL0)
+	}
+	seqs, _ := since(t, s, 0, 0)
+	if len(seqs) != 12 {
+		t.Errorf("%d records after compactions, want 12", len(seqs))
+	}
+	if _, ok, err := s.Get(ctx, bookID(0)); !ok || err != nil {
+		t.Errorf("Get after compaction: %v, %v", ok, err)
+	}
+}

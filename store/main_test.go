@@ -1,0 +1,154 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// childEnv makes the test binary act as a child process of a test (crash,
+// lock, footprint and idle measurements) instead of running tests.
+const childEnv = "DANYUE_STORE_CHILD"
+
+func TestMain(m *testing.M) {
+	if role := os.Getenv(childEnv); role != "" {
+		os.Exit(runChild(role))
+	}
+	code := m.Run()
+	removeFixtures()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak: leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func runChild(role string) int {
+	dir := os.Getenv("DANYUE_STORE_DIR")
+	var err error
+	switch role {
+	case "lock":
+		err = lockChild(dir)
+	case "crash":
+		err = crashChild(dir)
+	case "footprint":
+		err = footprintChild(dir)
+	case "idle":
+		err = idleChild(dir)
+	default:
+		err = fmt.Errorf("unknown child role %q", role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
+
+// tlog is an slog handler target that writes to t.Log.
+type tlog struct{ t testing.TB }
+
+func (w tlog) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlog{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// open opens a store in dir for the test and closes it at cleanup.
+func open(t testing.TB, dir string, opt Options) *Store {
+	t.Helper()
+	if opt.Logger == nil {
+		opt.Logger = testLogger(t)
+	}
+	s, err := Open(context.Background(), dir, opt)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+const dev crdt.DeviceID = 0xd1
+
+func key(i int) crdt.BookKey { return crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", i)) }
+
+func ts(wall uint64) crdt.Timestamp { return crdt.Timestamp{Wall: wall, Device: dev} }
+
+// pos is a position write to book i at wall time wall.
+func pos(t testing.TB, i int, wall, char uint64) crdt.Entry {
+	t.Helper()
+	e, err := crdt.SetPosition(key(i), ts(wall), char, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func idOf(e crdt.Entry) []byte { return e.AppendID(nil) }
+
+func bookID(i int) []byte { return idOf(crdt.BookEntry(crdt.Book{Key: key(i)})) }
+
+func apply(t testing.TB, s *Store, b Batch) Result {
+	t.Helper()
+	res, err := s.Apply(context.Background(), b)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return res
+}
+
+func get(t testing.TB, s *Store, id []byte) (crdt.Entry, bool) {
+	t.Helper()
+	e, ok, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return e, ok
+}
+
+// since collects Since's output, decoded.
+func since(t testing.TB, s *Store, after uint64, limit int) (seqs []uint64, entries []crdt.Entry) {
+	t.Helper()
+	err := s.Since(context.Background(), after, limit, func(seq uint64, data []byte) error {
+		e, err := crdt.Decode(data)
+		if err != nil {
+			return err
+		}
+		seqs, entries = append(seqs, seq), append(entries, e)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Since: %v", err)
+	}
+	return seqs, entries
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,281 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sys/unix"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// Store is a device's durable library state. It is safe for concurrent use.
+type Store struct {
+	dir   string // the data directory, absolute
+	dbDir string // badger's directory inside it
+	opt   Options
+	log   *slog.Logger
+	lock  *os.File // flocked for the Store's lifetime, across idle closes
+	epoch uint64
+
+	// What the store serves from memory: the last durable sequence number,
+	// the clock high-water mark, and the channel Watch hands out.
+	stateMu sync.Mutex
+	lastSeq uint64
+	hw      crdt.Timestamp
+	watch   chan struct{}
+
+	secMu   sync.Mutex
+	secrets secrets
+
+	// The database handle, opened on demand and closed when idle (handle.go).
+	mu         sync.Mutex
+	idle       *sync.Cond // signalled when users drops to 0
+	db         *badger.DB
+	users      int
+	timer      *time.Timer
+	closed     bool
+	opens      int // badger opens so far, for tests
+	compacting bool
+	maint      sync.WaitGroup
+
+	// The write queue and the writer goroutine (commit.go).
+	qmu        sync.Mutex
+	queue      []*request
+	closing    bool
+	wake       chan struct{}
+	writerDone chan struct{}
+	failed     error  // set when a commit or sync failed; under qmu
+	wseq       uint64 // the writer's last sequence number, ahead of lastSeq
+	whw        crdt.Timestamp
+
+	// Committed groups waiting for a sync (sync.go).
+	smu      sync.Mutex
+	pending  []*group // in commit order
+	groups   uint64   // groups committed so far; the last group's id
+	covered  uint64   // the last group a started sync covers
+	durable  uint64   // the last group a finished sync covers
+	inflight int      // syncs running
+	syncWG   sync.WaitGroup
+	walMu    sync.Mutex
+	lastMem  string // the newest memtable WAL a sync has seen
+
+	syncs, synced atomic.Int64 // syncs started, batches made durable
+}
+
+// Open opens the store in dir, creating dir (mode 0700) and a new store,
+// with a new random epoch, if it holds none. It fails with ErrLocked if
+// another Store (in this or another process) has dir open, ErrNewerSchema if
+// a newer danyue wrote it, and ErrCorrupt if what it holds cannot be read.
+func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opt = opt.withDefaults()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	s := &Store{
+		dir:        abs,
+		dbDir:      filepath.Join(abs, "db"),
+		opt:        opt,
+		log:        opt.Logger,
+		watch:      make(chan struct{}),
+		wake:       make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+	}
+	s.idle = sync.NewCond(&s.mu)
+	if err := s.ensureDir(); err != nil {
+		return nil, err
+	}
+	if err := s.lockDir(); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.lock.Close()
+		}
+	}()
+	if s.secrets, err = readSecrets(s.dir, s.log); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	db, err := s.openDB()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.loadMeta(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
+	s.db, s.opens, ok = db, 1, true
+	s.wseq, s.whw = s.lastSeq, s.hw
+	go s.writer()
+	s.mu.Lock()
+	s.maybeCompactLocked(db)
+	s.armIdleLocked()
+	s.mu.Unlock()
+	return s, nil
+}
+
+// ensureDir creates the data directory, or tightens an existing one to
+// 0700: it holds the device's secrets.
+func (s *Store) ensureDir() error {
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return ioErr(s.dir, "create the data directory", err)
+	}
+	fi, err := os.Stat(s.dir)
+	if err != nil {
+		return ioErr(s.dir, "open the data directory", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("open store %s: not a directory; pass a directory for the data", s.dir)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		s.log.Warn("data directory was readable by others; made it private", "dir", s.dir, "mode", fi.Mode().Perm())
+		if err := os.Chmod(s.dir, 0o700); err != nil {
+			return ioErr(s.dir, "make the data directory private (chmod 0700)", err)
+		}
+	}
+	return nil
+}
+
+// lockDir takes the store's own lock, held across idle closes of the
+// database (badger's own lock is released when it closes).
+func (s *Store) lockDir() error {
+	f, err := os.OpenFile(filepath.Join(s.dir, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return ioErr(s.dir, "open the lock file", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return lockedErr(s.dir)
+		}
+		return ioErr(s.dir, "lock the data directory", err)
+	}
+	s.lock = f
+	return nil
+}
+
+// openDB opens badger, mapping its errors to the store's.
+func (s *Store) openDB() (db *badger.DB, err error) {
+	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
+		return nil, ioErr(s.dir, "create the database directory", err)
+	}
+	defer func() {
+		if v := recover(); v != nil { // badger parsing a damaged file
+			db, err = nil, corruptf(s.dir, "opening the database failed: %v", v)
+		}
+	}()
+	db, err = badger.Open(s.opt.badger(s.dbDir))
+	switch {
+	case err == nil:
+		return db, nil
+	case isLockErr(err):
+		return nil, lockedErr(s.dir)
+	case isDiskFull(err):
+		return nil, diskFullErr(s.dir, err)
+	}
+	return nil, fmt.Errorf("open store %s: %w; if this persists, %s", s.dir, err, damaged(s.dir))
+}
+
+// Close waits for queued writes and running reads, then closes the
+// database and releases the directory. Calls after the first return nil.
+func (s *Store) Close() error {
+	s.qmu.Lock()
+	if s.closing {
+		s.qmu.Unlock()
+		return nil
+	}
+	s.closing = true
+	s.qmu.Unlock()
+	s.signalWriter()
+	<-s.writerDone
+	s.syncWG.Wait() // every committed group is acknowledged
+	s.maint.Wait()
+
+	s.mu.Lock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	for s.users > 0 {
+		s.idle.Wait()
+	}
+	db := s.db
+	s.db = nil
+	s.mu.Unlock()
+
+	var err error
+	if db != nil {
+		if cerr := db.Close(); cerr != nil {
+			err = ioErr(s.dir, "close", cerr)
+		}
+	}
+	s.stateMu.Lock()
+	close(s.watch)
+	s.stateMu.Unlock()
+	if cerr := s.lock.Close(); cerr != nil && err == nil {
+		err = ioErr(s.dir, "release the lock", cerr)
+	}
+	return err
+}
+
+// Dir returns the store's data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Epoch returns the random id made when the store was created. A wiped
+// store has a new one, which voids every peer's cursor into it.
+func (s *Store) Epoch() uint64 { return s.epoch }
+
+// LastSeq returns the latest durable local change sequence number, 0 for
+// an empty store.
+func (s *Store) LastSeq() uint64 {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.lastSeq
+}
+
+// ClockHighWater returns the largest MaxTimestamp of every entry ever
+// applied, so that the device's clock never goes back across restarts.
+func (s *Store) ClockHighWater() crdt.Timestamp {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.hw
+}
+
+// Watch returns the current LastSeq and a channel that is closed when a
+// later change is durable (or the store closes), so that a sync sender can
+// wait for changes instead of polling.
+func (s *Store) Watch() (last uint64, changed <-chan struct{}) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.lastSeq, s.watch
+}
+
+// publish makes a committed and synced group visible to LastSeq, Watch and
+// Since.
+func (s *Store) publish(seq uint64, hw crdt.Timestamp) {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	if hw.After(s.hw) {
+		s.hw = hw
+	}
+	if seq > s.lastSeq {
+		s.lastSeq = seq
+		close(s.watch)
+		s.watch = make(chan struct{})
+	}
+}
