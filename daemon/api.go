@@ -1,0 +1,131 @@
+package daemon
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/danyue/danyue/daemon/api"
+)
+
+// perm is what a route requires of its caller.
+type perm int
+
+const (
+	// permRead may see the library.
+	permRead perm = iota + 1
+	// permWrite may change it (positions, read time, deletes).
+	permWrite
+	// permAdmin may read the library secret (invite) or change the library
+	// (join): only the device's own user on the unix socket.
+	permAdmin
+)
+
+// route is one endpoint of the API. The table in routes is the single list of
+// endpoints: the OpenAPI test checks openapi.json against it.
+type route struct {
+	method  string
+	path    string // net/http pattern path
+	perm    perm
+	handler func(w http.ResponseWriter, r *http.Request) error
+}
+
+func (d *Daemon) routeTable() []route {
+	return []route{
+		{"GET", "/v1/status", permRead, d.handleStatus},
+		{"GET", "/v1/peers", permRead, d.handlePeers},
+		{"GET", "/v1/books", permRead, d.handleBooks},
+		{"GET", "/v1/books/{key}", permRead, d.handleBook},
+		{"PUT", "/v1/books/{key}/position", permWrite, d.handlePosition},
+		{"POST", "/v1/books/{key}/read-time", permWrite, d.handleReadTime},
+		{"DELETE", "/v1/books/{key}", permWrite, d.handleDelete},
+		{"GET", "/v1/events", permRead, d.handleEvents},
+		{"GET", "/v1/stats/daily", permRead, d.handleDaily},
+		{"POST", "/v1/invite", permAdmin, d.handleInvite},
+		{"POST", "/v1/join", permAdmin, d.handleJoin},
+		{"GET", "/v1/openapi.json", permRead, handleOpenAPI},
+	}
+}
+
+func (d *Daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	paths := map[string][]string{}
+	for _, rt := range d.routeTable() {
+		mux.Handle(rt.method+" "+rt.path, d.guard(rt))
+		paths[rt.path] = append(paths[rt.path], rt.method)
+	}
+	// Without these the mux would answer wrong methods and unknown paths in
+	// plain text; the API answers everything in JSON.
+	for path, methods := range paths {
+		allow := strings.Join(methods, ", ")
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethod, "%s %s is not supported; use %s", r.Method, r.URL.Path, allow))
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "no endpoint %s; see /v1/openapi.json", r.URL.Path))
+	})
+	return mux
+}
+
+// guard authenticates the request for its connection and checks the route's
+// permission before calling the handler.
+func (d *Daemon) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := d.authorize(r, rt.perm); err != nil {
+			writeError(w, err)
+			return
+		}
+		if err := rt.handler(w, r); err != nil {
+			writeError(w, err)
+		}
+	})
+}
+
+func (d *Daemon) authorize(r *http.Request, need perm) error {
+	// A browser page must never drive the API, whichever listener it
+	// reaches: browsers send Origin (and Referer) on cross-site requests,
+	// reader apps and scripts do not.
+	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
+		return errorf(http.StatusForbidden, api.CodeForbidden, "requests from web pages are refused")
+	}
+	info, _ := r.Context().Value(connInfoKey{}).(connInfo)
+	switch info.kind {
+	case connUnix:
+		if info.uid >= 0 && info.uid != os.Getuid() && info.uid != 0 {
+			return errorf(http.StatusForbidden, api.CodeForbidden, "the socket belongs to another user")
+		}
+		return nil
+	case connTCP:
+		if !loopbackHost(r.Host) {
+			return errorf(http.StatusForbidden, api.CodeForbidden, "the Host header must name a loopback address, not %q", r.Host)
+		}
+		auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth)), []byte(d.token)) != 1 {
+			return errorf(http.StatusUnauthorized, api.CodeUnauthorized, "a valid Authorization: Bearer token is required (it is in the data dir's api-token file)")
+		}
+		if need == permAdmin {
+			return errorf(http.StatusForbidden, api.CodeForbidden, "this endpoint is only available on the unix socket")
+		}
+		return nil
+	}
+	return errorf(http.StatusForbidden, api.CodeForbidden, "unknown connection")
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback,
+// which is what defeats DNS rebinding: a hostile page's requests carry its
+// own host name.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,186 @@
+// Package api defines the JSON documents of the danyue daemon's local HTTP
+// API, shared by the daemon that serves them and the client that reads them.
+// openapi.json beside the daemon is the reference; these types are its Go
+// form.
+package api
+
+// Book is a book as the API shows it.
+type Book struct {
+	Key      string    `json:"key"`
+	Title    string    `json:"title"`
+	Position *Position `json:"position"`
+	Furthest *Position `json:"furthest"`
+	ReadTime ReadTime  `json:"readTime"`
+	Deleted  bool      `json:"deleted"`
+	// DeletedAt, DeletedBy and DeletedByName say who removed a deleted book,
+	// and when; null while the book is on the shelf.
+	DeletedAt     *string `json:"deletedAt"`
+	DeletedBy     *string `json:"deletedBy"`
+	DeletedByName *string `json:"deletedByName,omitempty"`
+	// DeletedStamp is the hybrid-clock stamp of the winning delete (see
+	// Position.Stamp); null while the book was never deleted.
+	DeletedStamp *string `json:"deletedStamp,omitempty"`
+}
+
+// Position is a place in a book: an offset in UTF-16 code units into the
+// BookKey-normalized text, and a fraction in [0, 1].
+type Position struct {
+	Char       uint64  `json:"char"`
+	Percent    float64 `json:"percent"`
+	Device     string  `json:"device"`
+	DeviceName string  `json:"deviceName"`
+	At         string  `json:"at"`
+	// Stamp is the write's hybrid-clock timestamp as a string that sorts
+	// like the timestamps do: of two writes, the one with the larger stamp
+	// wins. Opaque otherwise.
+	Stamp string `json:"stamp"`
+}
+
+// ReadTime is a book's reading time: the total over all devices, this
+// device's share, and every device's share.
+type ReadTime struct {
+	TotalMs      uint64            `json:"totalMs"`
+	ThisDeviceMs uint64            `json:"thisDeviceMs"`
+	ByDevice     map[string]uint64 `json:"byDevice"`
+}
+
+// Books is the answer of GET /v1/books.
+type Books struct {
+	Books []Book `json:"books"`
+}
+
+// PositionRequest is the body of PUT /v1/books/{key}/position.
+type PositionRequest struct {
+	Char    *int64   `json:"char"`
+	Percent *float64 `json:"percent"`
+	Title   *string  `json:"title,omitempty"`
+}
+
+// ReadTimeRequest is the body of POST /v1/books/{key}/read-time.
+type ReadTimeRequest struct {
+	AddMs *int64 `json:"addMs"`
+}
+
+// Deleted is the data of a "deleted" event: a book was removed on another
+// device. Message says so honestly, for apps to show as it is.
+type Deleted struct {
+	Key        string `json:"key"`
+	Title      string `json:"title"`
+	Device     string `json:"device"`
+	DeviceName string `json:"deviceName"`
+	At         string `json:"at"`
+	Message    string `json:"message"`
+}
+
+// PeerEvent is the data of a "peer" event.
+type PeerEvent struct {
+	Device    string `json:"device"`
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+}
+
+// Status is the answer of GET /v1/status.
+type Status struct {
+	Device    Device   `json:"device"`
+	Library   Library  `json:"library"`
+	Peers     []Peer   `json:"peers"`
+	Counts    Counts   `json:"counts"`
+	Addresses []string `json:"addresses"`
+	Traffic   Traffic  `json:"traffic"`
+}
+
+// Traffic counts what the sync protocol moved since the daemon started.
+type Traffic struct {
+	BytesSent       uint64 `json:"bytesSent"`
+	BytesReceived   uint64 `json:"bytesReceived"`
+	RecordsSent     uint64 `json:"recordsSent"`
+	RecordsReceived uint64 `json:"recordsReceived"`
+}
+
+// Device is a device of the library.
+type Device struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Library identifies the library this device belongs to.
+type Library struct {
+	ID string `json:"id"`
+}
+
+// Counts summarises the library on this device.
+type Counts struct {
+	Books          int    `json:"books"`
+	Deleted        int    `json:"deleted"`
+	PeersConnected int    `json:"peersConnected"`
+	PeersKnown     int    `json:"peersKnown"`
+	LocalChanges   uint64 `json:"localChanges"`
+}
+
+// Peer is another device of the library that this device knows.
+type Peer struct {
+	Device        string   `json:"device"`
+	Name          string   `json:"name"`
+	PeerID        string   `json:"peerId"`
+	Connected     bool     `json:"connected"`
+	LastSeen      *string  `json:"lastSeen"`
+	Addresses     []string `json:"addresses"`
+	ClockOffsetMs int64    `json:"clockOffsetMs"`
+	ClockWarning  string   `json:"clockWarning,omitempty"`
+}
+
+// Peers is the answer of GET /v1/peers.
+type Peers struct {
+	Peers []Peer `json:"peers"`
+}
+
+// Day is one day of local reading statistics.
+type Day struct {
+	Day string `json:"day"` // YYYY-MM-DD, local time
+	Ms  uint64 `json:"ms"`
+}
+
+// Daily is the answer of GET /v1/stats/daily.
+type Daily struct {
+	Days    []Day  `json:"days"`
+	TotalMs uint64 `json:"totalMs"`
+}
+
+// Invite is the answer of POST /v1/invite.
+type Invite struct {
+	Code string `json:"code"`
+}
+
+// JoinRequest is the body of POST /v1/join.
+type JoinRequest struct {
+	Code *string `json:"code"`
+}
+
+// Joined is the answer of POST /v1/join.
+type Joined struct {
+	Library Library `json:"library"`
+}
+
+// Error is the body of every error answer: Code is stable for programs to
+// branch on, Detail is for people.
+type Error struct {
+	Code   string `json:"error"`
+	Detail string `json:"detail"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest   = "bad_request"
+	CodeBadKey       = "bad_key"
+	CodeInvalid      = "invalid"
+	CodeUnknownField = "unknown_field"
+	CodeTooLarge     = "too_large"
+	CodeNotFound     = "not_found"
+	CodeMethod       = "method_not_allowed"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeUnsupported  = "unsupported_media_type"
+	CodeBadInvite    = "bad_invite"
+	CodeUnavailable  = "unavailable"
+	CodeInternal     = "internal"
+)

@@ -1,0 +1,160 @@
+package daemon
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/api"
+)
+
+// maxAddMs bounds one read-time report: a day. A larger one is a bug in the
+// app, and would let one bad request inflate the statistics for good.
+const maxAddMs = uint64(24 * time.Hour / time.Millisecond)
+
+// maxIdempotencyKey bounds the Idempotency-Key header.
+const maxIdempotencyKey = 200
+
+func pathKey(r *http.Request) (crdt.BookKey, error) {
+	key, err := crdt.ParseBookKey(r.PathValue("key"))
+	if err != nil {
+		return crdt.BookKey{}, errorf(http.StatusBadRequest, api.CodeBadKey, "%v", err)
+	}
+	return key, nil
+}
+
+func (d *Daemon) handleBooks(w http.ResponseWriter, r *http.Request) error {
+	withDeleted := false
+	switch v := r.URL.Query().Get("deleted"); v {
+	case "", "0", "false":
+	case "1", "true":
+		withDeleted = true
+	default:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "deleted must be 1 or 0, not %q", v)
+	}
+	v := d.viewer()
+	books := []api.Book{}
+	err := d.store.Scan(r.Context(), crdt.KindBook, func(e crdt.Entry) error {
+		if withDeleted || e.Book.Visible() {
+			books = append(books, v.book(&e.Book))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Most recently read first: what a shelf shows.
+	slices.SortStableFunc(books, func(a, b api.Book) int { return strings.Compare(lastAt(b), lastAt(a)) })
+	writeJSON(w, http.StatusOK, api.Books{Books: books})
+	return nil
+}
+
+func lastAt(b api.Book) string {
+	if b.Position == nil {
+		return ""
+	}
+	return b.Position.At
+}
+
+func (d *Daemon) handleBook(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	b, err := d.book(r.Context(), key)
+	if err != nil {
+		return bookError(err, key)
+	}
+	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	return nil
+}
+
+func (d *Daemon) handlePosition(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	var req api.PositionRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Char == nil:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "char is required")
+	case *req.Char < 0:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "char must be >= 0, not %d", *req.Char)
+	case req.Percent == nil:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "percent is required")
+	}
+	title := ""
+	if req.Title != nil {
+		if title = *req.Title; title == "" {
+			return errorf(http.StatusBadRequest, api.CodeInvalid, "title must not be empty; leave it out to keep the current one")
+		}
+	}
+	b, err := d.setPosition(r.Context(), key, uint64(*req.Char), *req.Percent, title)
+	if err != nil {
+		return bookError(err, key)
+	}
+	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	return nil
+}
+
+func (d *Daemon) handleReadTime(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	var req api.ReadTimeRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.AddMs == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "addMs is required")
+	}
+	if *req.AddMs <= 0 || uint64(*req.AddMs) > maxAddMs {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "addMs must be in (0, %d] (one day), not %d", maxAddMs, *req.AddMs)
+	}
+	idem := r.Header.Get("Idempotency-Key")
+	if len(idem) > maxIdempotencyKey {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "Idempotency-Key is longer than %d bytes", maxIdempotencyKey)
+	}
+	dedup := ""
+	if idem != "" {
+		dedup = "read-time\x00" + key.String() + "\x00" + idem
+	}
+	b, err := d.addReadTime(r.Context(), key, uint64(*req.AddMs), dedup)
+	if err != nil {
+		return bookError(err, key)
+	}
+	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	return nil
+}
+
+func (d *Daemon) handleDelete(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	b, err := d.deleteBook(r.Context(), key)
+	if err != nil {
+		return bookError(err, key)
+	}
+	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	return nil
+}
+
+// bookError maps the errors of book operations to API errors: invalid input
+// is the caller's to fix, anything else is ours.
+func bookError(err error, key crdt.BookKey) error {
+	switch {
+	case errors.Is(err, errNotFound):
+		return errorf(http.StatusNotFound, api.CodeNotFound, "no book %s on this device", key)
+	case errors.Is(err, crdt.ErrInvalid):
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	return err
+}

@@ -1,0 +1,175 @@
+// Package client is the typed client of the danyue daemon's local API, used
+// by every CLI command and by tests. It speaks to the daemon over its unix
+// socket.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+)
+
+// ErrNoDaemon means nothing is listening on the socket: the daemon of that
+// data dir is not running.
+var ErrNoDaemon = errors.New("no daemon is running")
+
+// APIError is an error answered by the daemon: Code is stable for programs,
+// Detail is for people.
+type APIError struct {
+	Status int
+	Code   string `json:"error"`
+	Detail string `json:"detail"`
+}
+
+func (e *APIError) Error() string {
+	if e.Detail == "" {
+		return e.Code
+	}
+	return e.Detail
+}
+
+// Client talks to one daemon.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// New returns a client for the daemon listening on the unix socket path.
+func New(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConnsPerHost: 64,
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+// Do sends one request with an optional JSON body and decodes a JSON answer
+// into out (if not nil). Header may be nil.
+func (c *Client) Do(ctx context.Context, method, path string, header http.Header, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+		header = header.Clone()
+		if header == nil {
+			header = http.Header{}
+		}
+		header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.send(ctx, method, path, header, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// DoRaw sends body as it is and copies the answer to out: for tests and
+// tools that must send what the typed methods would refuse to.
+func (c *Client) DoRaw(ctx context.Context, method, path string, header http.Header, body io.Reader, out io.Writer) error {
+	resp, err := c.send(ctx, method, path, header, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(out, resp.Body)
+	return err
+}
+
+func (c *Client) send(ctx context.Context, method, path string, header http.Header, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://danyue"+path, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w (no socket answers at %s)", ErrNoDaemon, c.socket)
+		}
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		apiErr := &APIError{Status: resp.StatusCode}
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(data, apiErr) != nil || apiErr.Code == "" {
+			apiErr.Code, apiErr.Detail = "http_"+fmt.Sprint(resp.StatusCode), strings.TrimSpace(string(data))
+		}
+		return nil, apiErr
+	}
+	return resp, nil
+}
+
+// Event is one message of the daemon's event stream.
+type Event struct {
+	Type string
+	Data json.RawMessage
+}
+
+// Events streams /v1/events until ctx ends or the daemon closes the stream.
+// fn is called for each event; an error from fn stops the stream and is
+// returned.
+func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
+	resp, err := c.send(ctx, "GET", "/v1/events", nil, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var ev Event
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if ev.Type != "" {
+				if err := fn(ev); err != nil {
+					return err
+				}
+			}
+			ev = Event{}
+		case strings.HasPrefix(line, "event: "):
+			ev.Type = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.Data = append(ev.Data, strings.TrimPrefix(line, "data: ")...)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return sc.Err()
+}
+
+// BookPath returns the API path of a book, escaped.
+func BookPath(key string, suffix string) string {
+	return "/v1/books/" + url.PathEscape(key) + suffix
+}

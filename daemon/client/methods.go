@@ -1,0 +1,82 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/danyue/danyue/daemon/api"
+)
+
+// Status returns the daemon's status.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	return s, c.Do(ctx, "GET", "/v1/status", nil, nil, &s)
+}
+
+// Peers returns the devices this daemon knows.
+func (c *Client) Peers(ctx context.Context) ([]api.Peer, error) {
+	var p api.Peers
+	return p.Peers, c.Do(ctx, "GET", "/v1/peers", nil, nil, &p)
+}
+
+// Books returns the shelf, with deleted books if withDeleted.
+func (c *Client) Books(ctx context.Context, withDeleted bool) ([]api.Book, error) {
+	path := "/v1/books"
+	if withDeleted {
+		path += "?deleted=1"
+	}
+	var b api.Books
+	return b.Books, c.Do(ctx, "GET", path, nil, nil, &b)
+}
+
+// Book returns one book.
+func (c *Client) Book(ctx context.Context, key string) (api.Book, error) {
+	var b api.Book
+	return b, c.Do(ctx, "GET", BookPath(key, ""), nil, nil, &b)
+}
+
+// SetPosition records where the reader is in a book; title may be empty.
+func (c *Client) SetPosition(ctx context.Context, key string, char int64, percent float64, title string) (api.Book, error) {
+	req := api.PositionRequest{Char: &char, Percent: &percent}
+	if title != "" {
+		req.Title = &title
+	}
+	var b api.Book
+	return b, c.Do(ctx, "PUT", BookPath(key, "/position"), nil, req, &b)
+}
+
+// AddReadTime adds ms of reading on this device. A non-empty idempotencyKey
+// makes retries of the same report count once.
+func (c *Client) AddReadTime(ctx context.Context, key string, ms int64, idempotencyKey string) (api.Book, error) {
+	var h http.Header
+	if idempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {idempotencyKey}}
+	}
+	var b api.Book
+	return b, c.Do(ctx, "POST", BookPath(key, "/read-time"), h, api.ReadTimeRequest{AddMs: &ms}, &b)
+}
+
+// Delete removes a book from the shelf on every device.
+func (c *Client) Delete(ctx context.Context, key string) (api.Book, error) {
+	var b api.Book
+	return b, c.Do(ctx, "DELETE", BookPath(key, ""), nil, nil, &b)
+}
+
+// Daily returns this device's reading time per day for the last days days.
+func (c *Client) Daily(ctx context.Context, days int) (api.Daily, error) {
+	var d api.Daily
+	return d, c.Do(ctx, "GET", "/v1/stats/daily?days="+strconv.Itoa(days), nil, nil, &d)
+}
+
+// Invite returns an invite code for this device's library.
+func (c *Client) Invite(ctx context.Context) (string, error) {
+	var inv api.Invite
+	return inv.Code, c.Do(ctx, "POST", "/v1/invite", nil, nil, &inv)
+}
+
+// Join moves this device into the library of an invite code.
+func (c *Client) Join(ctx context.Context, code string) (api.Joined, error) {
+	var j api.Joined
+	return j, c.Do(ctx, "POST", "/v1/join", nil, api.JoinRequest{Code: &code}, &j)
+}

@@ -1,0 +1,326 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	libp2ppeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/multiformats/go-multiaddr"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
+)
+
+// Config is everything a daemon is started with. The zero value of every
+// optional field is the documented default.
+type Config struct {
+	// DataDir holds the store, the API socket and token. Created 0700.
+	DataDir string
+	// Name is this device's name as other devices show it; default the
+	// hostname.
+	Name string
+	// Socket is the unix socket of the API; default DataDir/api.sock.
+	Socket string
+	// HTTP is an optional loopback TCP address for the API ("127.0.0.1:7100"),
+	// for apps that cannot use a unix socket. Requests need the bearer token
+	// in DataDir/api-token.
+	HTTP string
+	// HTTPAllowRemote allows HTTP to bind a non-loopback address.
+	HTTPAllowRemote bool
+	// Listen are the libp2p listen multiaddrs; default all interfaces, an
+	// OS-chosen TCP port.
+	Listen []string
+	// Peers are static peers (multiaddrs with /p2p/ID), for networks where
+	// multicast is blocked.
+	Peers []string
+	// NoMDNS turns LAN discovery off.
+	NoMDNS bool
+	// ClockOffset shifts the daemon's wall clock (DANYUE_CLOCK_OFFSET): a
+	// testing aid for clock-skew scenarios.
+	ClockOffset time.Duration
+	// Logger receives the daemon's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Daemon is a running danyue daemon.
+type Daemon struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *store.Store
+	identity crypto.PrivKey
+	self     crdt.DeviceID
+	token    string
+	hub      *hub
+
+	mu       sync.Mutex // guards the fields below
+	clock    *crdt.Clock
+	names    map[crdt.DeviceID]string
+	node     *peer.Node
+	visible  int // books on the shelf
+	deleted  int // books with a winning tombstone
+	skewWarn map[crdt.DeviceID]bool
+
+	joinMu   sync.Mutex // serialises joins, which swap the node
+	closing  chan struct{}
+	servers  []*http.Server
+	httpAddr string
+	serveErr chan error
+	wg       sync.WaitGroup
+}
+
+// Start opens the data dir and starts the API and the peer network. On
+// first start it creates the device identity and a library of its own, so a
+// single device works at once; invite/join connect devices later.
+func Start(ctx context.Context, cfg Config) (*Daemon, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("no data dir given")
+	}
+	if cfg.Socket == "" {
+		cfg.Socket = filepath.Join(cfg.DataDir, "api.sock")
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+		if cfg.Name == "" {
+			cfg.Name = "danyue"
+		}
+	}
+	if err := ensurePrivateDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "store"), store.Options{Logger: cfg.Logger.With("component", "store")})
+	if err != nil {
+		return nil, err
+	}
+	d := &Daemon{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		store:    st,
+		hub:      newHub(),
+		names:    make(map[crdt.DeviceID]string),
+		skewWarn: make(map[crdt.DeviceID]bool),
+		serveErr: make(chan error, 2),
+		closing:  make(chan struct{}),
+	}
+	if err := d.init(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := d.serveAPI(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.startNode(ctx, nil); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.log.Info("daemon started", "data", cfg.DataDir, "device", d.self, "name", cfg.Name, "socket", cfg.Socket, "peer_id", d.nodeID())
+	return d, nil
+}
+
+// init loads or creates the identity, library, API token and clock, and
+// records this device's name.
+func (d *Daemon) init(ctx context.Context) error {
+	key, err := d.loadIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	d.identity = key
+	pid, err := libp2ppeer.IDFromPrivateKey(key)
+	if err != nil {
+		return fmt.Errorf("device identity: %w", err)
+	}
+	d.self = peer.DeviceIDOf(pid)
+	if _, ok := d.store.Library(); !ok {
+		lib, err := peer.NewLibrary()
+		if err != nil {
+			return err
+		}
+		if err := d.store.SetLibrary(ctx, store.Library{ID: lib.ID, Secret: lib.Secret}); err != nil {
+			return err
+		}
+	}
+	if d.token, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token")); err != nil {
+		return err
+	}
+	d.clock = crdt.NewClock(d.self, d.store.ClockHighWater())
+	if err := d.loadState(ctx); err != nil {
+		return err
+	}
+	if d.names[d.self] != d.cfg.Name {
+		if err := d.rename(ctx, d.cfg.Name); err != nil {
+			return fmt.Errorf("set device name: %w", err)
+		}
+	}
+	return nil
+}
+
+func (d *Daemon) loadIdentity(ctx context.Context) (crypto.PrivKey, error) {
+	if raw, ok := d.store.Identity(); ok {
+		key, err := crypto.UnmarshalPrivateKey(raw)
+		if err != nil {
+			return nil, fmt.Errorf("device identity in %s is unreadable: %w", d.cfg.DataDir, err)
+		}
+		return key, nil
+	}
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate device identity: %w", err)
+	}
+	raw, err := crypto.MarshalPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("generate device identity: %w", err)
+	}
+	if err := d.store.SetIdentity(ctx, raw); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// loadState reads the device names and shelf counts the API shows without
+// scanning the store on every request.
+func (d *Daemon) loadState(ctx context.Context) error {
+	if err := d.store.Scan(ctx, crdt.KindDevice, func(e crdt.Entry) error {
+		d.names[e.Device.ID] = e.Device.Name.Value
+		return nil
+	}); err != nil {
+		return err
+	}
+	return d.store.Scan(ctx, crdt.KindBook, func(e crdt.Entry) error {
+		if e.Book.Visible() {
+			d.visible++
+		} else {
+			d.deleted++
+		}
+		return nil
+	})
+}
+
+// startNode starts the peer network for the current library, dialling extra
+// (e.g. the inviter after a join) besides the configured static peers.
+func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) error {
+	lib, _ := d.store.Library()
+	listen, err := parseAddrs(d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	static, err := parseAddrs(d.cfg.Peers)
+	if err != nil {
+		return fmt.Errorf("--peer: %w", err)
+	}
+	node, err := peer.New(ctx, peer.Config{
+		Identity: d.identity,
+		Library:  peer.Library{ID: lib.ID, Secret: lib.Secret},
+		Name:     d.cfg.Name,
+		Store:    syncStore{d},
+		Listen:   listen,
+		Peers:    append(static, extra...),
+		MDNS:     !d.cfg.NoMDNS,
+		Now:      d.now,
+		Logger:   d.log.With("component", "peer"),
+		OnEvent:  d.onPeerEvent,
+	})
+	if err != nil {
+		return fmt.Errorf("start peer network: %w", err)
+	}
+	d.mu.Lock()
+	d.node = node
+	d.mu.Unlock()
+	return nil
+}
+
+func parseAddrs(ss []string) ([]multiaddr.Multiaddr, error) {
+	out := make([]multiaddr.Multiaddr, 0, len(ss))
+	for _, s := range ss {
+		a, err := multiaddr.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a multiaddr: %w", s, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Close stops accepting requests, lets in-flight ones finish, stops the peer
+// network and closes the store.
+func (d *Daemon) Close() error {
+	close(d.closing) // ends event streams, which Shutdown would wait for
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range d.servers {
+		_ = s.Shutdown(ctx)
+	}
+	d.wg.Wait()
+	d.mu.Lock()
+	node := d.node
+	d.node = nil
+	d.mu.Unlock()
+	var errs []error
+	if node != nil {
+		errs = append(errs, node.Close())
+	}
+	errs = append(errs, d.store.Close())
+	_ = os.Remove(d.cfg.Socket)
+	return errors.Join(errs...)
+}
+
+// Err returns a channel that receives an error if an API listener fails
+// while the daemon runs.
+func (d *Daemon) Err() <-chan error { return d.serveErr }
+
+// Device returns this device's id.
+func (d *Daemon) Device() crdt.DeviceID { return d.self }
+
+// Socket returns the path of the API's unix socket.
+func (d *Daemon) Socket() string { return d.cfg.Socket }
+
+func (d *Daemon) nodeID() libp2ppeer.ID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.node == nil {
+		return ""
+	}
+	return d.node.ID()
+}
+
+// now is the daemon's wall clock, shifted by DANYUE_CLOCK_OFFSET.
+func (d *Daemon) now() time.Time { return time.Now().Add(d.cfg.ClockOffset) }
+
+func (d *Daemon) wallMs() uint64 {
+	ms := d.now().UnixMilli()
+	if ms < 0 {
+		return 0
+	}
+	return uint64(ms)
+}
+
+// ensurePrivateDir creates dir 0700, or tightens an existing one, so the
+// socket and secrets inside are never reachable by other users, not even for
+// an instant.
+func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("data dir %s is readable by others and cannot be made private: %w", dir, err)
+		}
+	}
+	return nil
+}

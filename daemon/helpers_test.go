@@ -1,0 +1,105 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/danyue/danyue/daemon/client"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// libp2p and its dependencies start process-wide workers on first use.
+		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/tcpreuse.(*ConnMgr).run"),
+		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
+
+// testLogger routes a component's logs to the test's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p[:len(p)-1]))
+	return len(p), nil
+}
+
+// tempDir returns a short temporary directory: unix socket paths are
+// limited to about 100 bytes, and test names make t.TempDir long.
+func tempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+type testDaemon struct {
+	*Daemon
+	dir    string
+	client *client.Client
+}
+
+// startDaemon starts a daemon on a fresh data dir, listening for peers on
+// loopback only and without mDNS, and closes it when the test ends.
+func startDaemon(t testing.TB, mod func(*Config)) *testDaemon {
+	t.Helper()
+	dir := tempDir(t)
+	cfg := Config{
+		DataDir: filepath.Join(dir, "data"),
+		Name:    "test-" + filepath.Base(dir),
+		Listen:  []string{"/ip4/127.0.0.1/tcp/0"},
+		NoMDNS:  true,
+		Logger:  testLogger(t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("start daemon: %v", err)
+	}
+	td := &testDaemon{Daemon: d, dir: cfg.DataDir, client: client.New(d.Socket())}
+	t.Cleanup(func() {
+		td.client.Close()
+		if err := d.Close(); err != nil {
+			t.Errorf("close daemon: %v", err)
+		}
+	})
+	return td
+}
+
+// waitFor polls cond until it returns true or the deadline passes.
+func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,61 @@
+package daemon
+
+import "sync"
+
+// Event is one message of the /v1/events stream.
+type Event struct {
+	Type string // "book", "deleted" or "peer"
+	Data any    // marshalled as the event's JSON data
+}
+
+// hub fans events out to the connected /v1/events clients. A client that does
+// not keep up loses its subscription (its stream ends and it reconnects)
+// rather than blocking the daemon or growing a queue without bound.
+type hub struct {
+	mu   sync.Mutex
+	subs map[*subscription]struct{}
+}
+
+type subscription struct {
+	ch      chan Event
+	dropped chan struct{} // closed when the hub gave up on a slow client
+}
+
+// subscriberBuffer is how many events a client may fall behind by.
+const subscriberBuffer = 256
+
+func newHub() *hub { return &hub{subs: make(map[*subscription]struct{})} }
+
+func (h *hub) subscribe() *subscription {
+	s := &subscription{ch: make(chan Event, subscriberBuffer), dropped: make(chan struct{})}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *hub) unsubscribe(s *subscription) {
+	h.mu.Lock()
+	delete(h.subs, s)
+	h.mu.Unlock()
+}
+
+func (h *hub) publish(e Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		select {
+		case s.ch <- e:
+		default:
+			delete(h.subs, s)
+			close(s.dropped)
+		}
+	}
+}
+
+// count returns the number of subscribers.
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}

@@ -1,0 +1,255 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
+)
+
+// The daemon's operations on the library: local writes go through the crdt
+// operations and one durable store batch each; remote batches arrive through
+// syncStore. Both end in changed(), which keeps the shelf counts and the
+// device names current and publishes events.
+
+// stamp returns a new timestamp from the hybrid clock.
+func (d *Daemon) stamp() crdt.Timestamp {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.clock.Now(d.wallMs())
+}
+
+// apply writes one local change durably and returns the book's new state.
+func (d *Daemon) apply(ctx context.Context, b store.Batch) (store.Result, error) {
+	res, err := d.store.Apply(ctx, b)
+	if err != nil {
+		return res, err
+	}
+	d.changed(res.Changed, false)
+	return res, nil
+}
+
+// setPosition moves the book to char/percent and, if title is not empty,
+// names it, as one change.
+func (d *Daemon) setPosition(ctx context.Context, key crdt.BookKey, char uint64, percent float64, title string) (crdt.Book, error) {
+	at := d.stamp()
+	e, err := crdt.SetPosition(key, at, char, percent)
+	if err != nil {
+		return crdt.Book{}, err
+	}
+	if title != "" {
+		t, err := crdt.SetTitle(key, at, title)
+		if err != nil {
+			return crdt.Book{}, err
+		}
+		e.Book.Merge(&t.Book)
+	}
+	return d.applyBook(ctx, key, store.Batch{Entries: []crdt.Entry{e}})
+}
+
+// addReadTime adds ms of reading on this device. The new slot value is
+// computed inside the store's write from the committed slot, so concurrent
+// adds are never lost; dedup, if set, makes a retried request count once.
+func (d *Daemon) addReadTime(ctx context.Context, key crdt.BookKey, ms uint64, dedup string) (crdt.Book, error) {
+	id := bookID(key)
+	b := store.Batch{
+		Dedup: dedup,
+		Daily: &store.DailyAdd{Day: d.now().Format(time.DateOnly), Ms: ms},
+		Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
+			cur, ok, err := get(id)
+			if err != nil {
+				return nil, err
+			}
+			var local *crdt.Book
+			if ok {
+				local = &cur.Book
+			}
+			e, err := crdt.AddReadTime(key, local, d.self, ms)
+			if err != nil {
+				return nil, err
+			}
+			return []crdt.Entry{e}, nil
+		},
+	}
+	book, err := d.applyBook(ctx, key, b)
+	if errors.Is(err, store.ErrDuplicate) {
+		return d.book(ctx, key)
+	}
+	return book, err
+}
+
+// deleteBook puts a tombstone on the book. Its read time is kept.
+func (d *Daemon) deleteBook(ctx context.Context, key crdt.BookKey) (crdt.Book, error) {
+	e, err := crdt.Delete(key, d.stamp())
+	if err != nil {
+		return crdt.Book{}, err
+	}
+	return d.applyBook(ctx, key, store.Batch{Entries: []crdt.Entry{e}})
+}
+
+// rename records this device's name in the library.
+func (d *Daemon) rename(ctx context.Context, name string) error {
+	e, err := crdt.RenameDevice(d.stamp(), name)
+	if err != nil {
+		return err
+	}
+	_, err = d.apply(ctx, store.Batch{Entries: []crdt.Entry{e}})
+	return err
+}
+
+// applyBook applies a change to one book and returns its state after it.
+func (d *Daemon) applyBook(ctx context.Context, key crdt.BookKey, b store.Batch) (crdt.Book, error) {
+	res, err := d.apply(ctx, b)
+	if err != nil {
+		return crdt.Book{}, err
+	}
+	for _, c := range res.Changed {
+		if c.Entry.Kind == crdt.KindBook && c.Entry.Book.Key == key {
+			return c.Entry.Book, nil
+		}
+	}
+	// Nothing changed (the change was already known): the stored state is
+	// the answer.
+	return d.book(ctx, key)
+}
+
+// book returns the stored record of key, or ErrNotFound.
+func (d *Daemon) book(ctx context.Context, key crdt.BookKey) (crdt.Book, error) {
+	e, ok, err := d.store.Get(ctx, bookID(key))
+	if err != nil {
+		return crdt.Book{}, err
+	}
+	if !ok {
+		return crdt.Book{}, errNotFound
+	}
+	return e.Book, nil
+}
+
+var errNotFound = errors.New("no such book")
+
+func bookID(key crdt.BookKey) []byte {
+	e := crdt.BookEntry(crdt.Book{Key: key})
+	return e.AppendID(nil)
+}
+
+// changed updates what the daemon derives from the store and publishes the
+// events of a committed batch. Events are for what other devices did: the
+// app that made a local change already knows.
+func (d *Daemon) changed(changes []store.Change, remote bool) {
+	var events []Event
+	d.mu.Lock()
+	for i := range changes {
+		c := &changes[i]
+		switch c.Entry.Kind {
+		case crdt.KindDevice:
+			d.names[c.Entry.Device.ID] = c.Entry.Device.Name.Value
+		case crdt.KindBook:
+			existed := c.Prev.Kind == crdt.KindBook
+			was, is := existed && c.Prev.Book.Visible(), c.Entry.Book.Visible()
+			d.count(existed, was, -1)
+			d.count(true, is, +1)
+			if !remote {
+				continue
+			}
+			switch {
+			case was && !is:
+				events = append(events, Event{Type: "deleted", Data: d.viewerLocked().deleted(&c.Entry.Book)})
+			case is:
+				events = append(events, Event{Type: "book", Data: d.viewerLocked().book(&c.Entry.Book)})
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, e := range events {
+		d.hub.publish(e)
+	}
+}
+
+func (d *Daemon) count(exists, visible bool, delta int) {
+	switch {
+	case !exists:
+	case visible:
+		d.visible += delta
+	default:
+		d.deleted += delta
+	}
+}
+
+// viewer renders records with the current device names; callers hold d.mu.
+func (d *Daemon) viewerLocked() viewer {
+	return viewer{self: d.self, name: func(id crdt.DeviceID) string { return d.names[id] }}
+}
+
+func (d *Daemon) viewer() viewer {
+	names := func(id crdt.DeviceID) string {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.names[id]
+	}
+	return viewer{self: d.self, name: names}
+}
+
+// syncStore adapts the store to what the peer layer needs, and routes every
+// received batch through the clock and changed().
+type syncStore struct{ d *Daemon }
+
+func (s syncStore) Epoch() uint64 { return s.d.store.Epoch() }
+
+func (s syncStore) Since(ctx context.Context, after uint64, limit int, fn func(seq uint64, data []byte) error) error {
+	return s.d.store.Since(ctx, after, limit, fn)
+}
+
+func (s syncStore) Watch() (uint64, <-chan struct{}) { return s.d.store.Watch() }
+
+func (s syncStore) Cursor(ctx context.Context, from crdt.DeviceID) (epoch, seq uint64, err error) {
+	c, _, err := s.d.store.Cursor(ctx, from)
+	return c.Epoch, c.Seq, err
+}
+
+func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {
+	d := s.d
+	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: &store.Cursor{Device: from, Epoch: epoch, Seq: seq}})
+	if err != nil {
+		return err
+	}
+	// Every write made here from now on must order after what was received,
+	// whatever the wall clocks say.
+	d.mu.Lock()
+	wall := d.wallMs()
+	var ahead uint64
+	for i := range entries {
+		ahead = max(ahead, d.clock.Observe(entries[i].MaxTimestamp(), wall))
+	}
+	warn := ahead > uint64(time.Minute/time.Millisecond) && !d.skewWarn[from]
+	if warn {
+		d.skewWarn[from] = true
+	}
+	d.mu.Unlock()
+	if warn {
+		d.log.Warn("received writes stamped ahead of this device's clock; a device's clock may be wrong",
+			"from", from, "ahead", time.Duration(ahead)*time.Millisecond)
+	}
+	d.changed(res.Changed, true)
+	return nil
+}
+
+var _ peer.Store = syncStore{}
+
+// onPeerEvent publishes peers connecting and leaving, and logs what the user
+// may have to act on.
+func (d *Daemon) onPeerEvent(ev peer.Event) {
+	p := ev.Peer
+	switch ev.Kind {
+	case peer.PeerConnected, peer.PeerDisconnected:
+		d.log.Info(ev.Kind.String(), "device", p.Device, "name", p.Name, "peer_id", p.ID)
+		d.hub.publish(Event{Type: "peer", Data: api.PeerEvent{Device: p.Device.String(), Name: p.Name, Connected: ev.Kind == peer.PeerConnected}})
+	case peer.PeerClockSkewed:
+		d.log.Warn("a peer's clock is off", "device", p.Device, "name", p.Name, "offset", p.ClockOffset)
+	case peer.PeerRefused:
+		d.log.Warn("a peer cannot sync with this device", "device", p.Device, "peer_id", p.ID, "err", ev.Err)
+	}
+}

@@ -1,0 +1,193 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The API listens on a unix socket inside the 0700 data dir (so it is never
+// reachable by other users, not even before its mode is set) and, if asked,
+// on a loopback TCP port that requires the bearer token.
+
+type connKind int
+
+const (
+	connUnix connKind = iota + 1
+	connTCP
+)
+
+type connInfoKey struct{}
+
+// connInfo is what the daemon knows about the other end of one connection.
+type connInfo struct {
+	kind connKind
+	uid  int // the peer's uid on a unix socket, -1 if the OS did not say
+}
+
+func (d *Daemon) serveAPI() error {
+	handler := d.routes()
+	unixLn, err := listenUnix(d.cfg.Socket)
+	if err != nil {
+		return err
+	}
+	d.serve(unixLn, handler, func(c net.Conn) connInfo {
+		return connInfo{kind: connUnix, uid: peerUID(c)}
+	})
+	if d.cfg.HTTP != "" {
+		tcpLn, err := listenTCP(d.cfg.HTTP, d.cfg.HTTPAllowRemote)
+		if err != nil {
+			return err
+		}
+		d.httpAddr = tcpLn.Addr().String()
+		d.serve(tcpLn, handler, func(net.Conn) connInfo { return connInfo{kind: connTCP, uid: -1} })
+	}
+	return nil
+}
+
+func (d *Daemon) serve(ln net.Listener, h http.Handler, info func(net.Conn) connInfo) {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          nil,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connInfoKey{}, info(c))
+		},
+	}
+	d.servers = append(d.servers, srv)
+	d.wg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("api listener failed", "addr", ln.Addr(), "err", err)
+			select {
+			case d.serveErr <- err:
+			default:
+			}
+		}
+	})
+}
+
+// HTTPAddr returns the address of the TCP listener, if there is one (useful
+// when it was started on port 0).
+func (d *Daemon) HTTPAddr() string { return d.httpAddr }
+
+func listenUnix(path string) (net.Listener, error) {
+	// The store's lock guarantees no other daemon owns this data dir, so a
+	// socket left here is stale (a crash) and can go.
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
+	}
+	if err := ensurePrivateDir(filepath.Dir(path)); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("restrict socket %s: %w", path, err)
+	}
+	return ln, nil
+}
+
+// ErrNotLoopback is returned for a --http address that is reachable from
+// other machines when that was not explicitly allowed.
+var ErrNotLoopback = errors.New("not a loopback address")
+
+func listenTCP(addr string, allowRemote bool) (net.Listener, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http %q: %w", addr, err)
+	}
+	if !allowRemote {
+		ip := net.ParseIP(host)
+		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("--http %s: %w; the API would be reachable from the network (use 127.0.0.1, or --http-allow-remote if you really mean it)", addr, ErrNotLoopback)
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// peerUID returns the uid of the process at the other end of a unix socket
+// connection, or -1 where the OS does not tell.
+func peerUID(c net.Conn) int {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	uid := -1
+	_ = raw.Control(func(fd uintptr) {
+		if cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED); err == nil {
+			uid = int(cred.Uid)
+		}
+	})
+	return uid
+}
+
+// loadOrCreateToken returns the API bearer token kept in path, creating it
+// (0600, written atomically) on first start.
+func loadOrCreateToken(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		tok := strings.TrimSpace(string(raw))
+		if len(tok) < 32 {
+			return "", fmt.Errorf("API token in %s is too short; delete the file to make a new one", path)
+		}
+		return tok, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("read API token: %w", err)
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(b[:])
+	if err := writeFileAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write API token: %w", err)
+	}
+	return tok, nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

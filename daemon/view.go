@@ -1,0 +1,87 @@
+package daemon
+
+// Records become API documents here; nothing in them is stored.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/api"
+)
+
+// viewer renders records for one device, naming devices by the registry.
+type viewer struct {
+	self crdt.DeviceID
+	name func(crdt.DeviceID) string
+}
+
+func (v viewer) book(b *crdt.Book) api.Book {
+	out := api.Book{
+		Key:      b.Key.String(),
+		Title:    b.Title.Value,
+		Position: v.position(b.Position),
+		Furthest: v.position(b.Furthest),
+		ReadTime: api.ReadTime{
+			TotalMs:      b.ReadTime.Total(),
+			ThisDeviceMs: b.ReadTime.Of(v.self),
+			ByDevice:     make(map[string]uint64, len(b.ReadTime)),
+		},
+		Deleted: !b.Visible(),
+	}
+	for _, s := range b.ReadTime {
+		out.ReadTime.ByDevice[s.Device.String()] = s.Ms
+	}
+	if out.Deleted {
+		at, by, name := rfc3339(b.Deleted.Wall), b.Deleted.Device.String(), v.name(b.Deleted.Device)
+		out.DeletedAt, out.DeletedBy, out.DeletedByName = &at, &by, &name
+	}
+	if !b.Deleted.IsZero() {
+		s := stamp(b.Deleted)
+		out.DeletedStamp = &s
+	}
+	return out
+}
+
+func (v viewer) position(p crdt.Position) *api.Position {
+	if p.At.IsZero() {
+		return nil
+	}
+	return &api.Position{
+		Char:       p.Char,
+		Percent:    p.Percent.Float(),
+		Device:     p.At.Device.String(),
+		DeviceName: v.name(p.At.Device),
+		At:         rfc3339(p.At.Wall),
+		Stamp:      stamp(p.At),
+	}
+}
+
+// stamp formats a timestamp so that string order is timestamp order: fixed
+// width wall time and counter, then the device.
+func stamp(t crdt.Timestamp) string {
+	return fmt.Sprintf("%015d.%010d.%s", t.Wall, t.Logical, t.Device)
+}
+
+func (v viewer) deleted(b *crdt.Book) api.Deleted {
+	name := v.name(b.Deleted.Device)
+	title := b.Title.Value
+	if title == "" {
+		title = b.Key.String()
+	}
+	return api.Deleted{
+		Key:        b.Key.String(),
+		Title:      b.Title.Value,
+		Device:     b.Deleted.Device.String(),
+		DeviceName: name,
+		At:         rfc3339(b.Deleted.Wall),
+		Message: "\u201c" + title + "\u201d was removed from the shelf on " + name +
+			". Nothing on this device was deleted; reading it here again brings it back on every device.",
+	}
+}
+
+// rfc3339 formats an HLC wall time. The logical counter is not shown: it
+// orders writes, it is not a time.
+func rfc3339(wallMs uint64) string {
+	return time.UnixMilli(int64(wallMs)).UTC().Format(time.RFC3339Nano)
+}
