@@ -1,0 +1,66 @@
+//go:build !race
+
+// The race detector makes sync.Pool drop items at random, so allocations are
+// only counted without it.
+
+package bookkey
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+)
+
+// limitedBlanks yields n bytes of " \t\r\n" repeated, without holding them.
+type limitedBlanks struct{ n, off int64 }
+
+func (l *limitedBlanks) Read(p []byte) (int, error) {
+	if l.off == l.n {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.n-l.off {
+		p = p[:l.n-l.off]
+	}
+	for i := range p {
+		p[i] = " \t\r\n"[(l.off+int64(i))%4]
+	}
+	l.off += int64(len(p))
+	return len(p), nil
+}
+
+// TestFixedMemory: keying allocates the key string and nothing else, however
+// long the text and however long its blank runs (which the seed buffered).
+func TestFixedMemory(t *testing.T) {
+	text := novelText(8 << 20)
+	Read(context.Background(), bytes.NewReader(text), Options{}) // warm the pool
+	for _, tt := range []struct {
+		name string
+		r    func() io.Reader
+	}{
+		{"8 MiB novel", func() io.Reader { return bytes.NewReader(text) }},
+		{"text then 32 MiB of blanks", func() io.Reader {
+			return io.MultiReader(strings.NewReader("a"), &limitedBlanks{n: 32 << 20})
+		}},
+		{"text, 32 MiB of blanks, text", func() io.Reader {
+			return io.MultiReader(strings.NewReader("a"), &limitedBlanks{n: 32 << 20}, strings.NewReader("b"))
+		}},
+	} {
+		// AllocsPerRun calls f twice; the readers are made beforehand.
+		readers := []io.Reader{tt.r(), tt.r()}
+		allocs := testing.AllocsPerRun(1, func() {
+			if _, err := Read(context.Background(), readers[0], Options{Encoding: UTF8}); err != nil {
+				t.Fatal(err)
+			}
+			readers = readers[1:]
+		})
+		if allocs != 1 { // the key string
+			t.Errorf("%s: %v allocations per call, want 1", tt.name, allocs)
+		}
+	}
+	res, _ := Read(context.Background(), io.MultiReader(strings.NewReader("a"), &limitedBlanks{n: 32 << 20}, strings.NewReader("b")), Options{})
+	if want := int64(32<<20/4*3 + 2); res.Bytes != want || res.UTF16Len != want { // CRLF is one byte
+		t.Errorf("a, blanks, b: %+v", res)
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+)
+
+func booksCommand() command {
+	return command{
+		name:    "books",
+		usage:   "[--deleted] [--json]",
+		summary: "List the books on the shelf: position, reading time and where they were last read.",
+		run:     runBooks,
+	}
+}
+
+func runBooks(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, booksCommand(), "danyue books --deleted")
+	cf := addClientFlags(fs, e, true)
+	deleted := fs.Bool("deleted", false, "include books removed from the shelf")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(booksCommand(), pos); err != nil {
+		return err
+	}
+	c := cf.client()
+	defer c.Close()
+	books, err := c.Books(ctx, *deleted)
+	if err != nil {
+		return cf.explain(err)
+	}
+	if *cf.json {
+		return printJSON(e.stdout, books)
+	}
+	if len(books) == 0 {
+		fmt.Fprintln(e.stdout, "The shelf is empty.")
+		return nil
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "TITLE\tAT\tREAD TIME\tLAST READ ON\tKEY")
+	for _, b := range books {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", bookTitle(b), bookAt(b), readTime(b.ReadTime.TotalMs), lastDevice(b), b.Key)
+	}
+	return tw.Flush()
+}
+
+func bookTitle(b api.Book) string {
+	t := b.Title
+	if t == "" {
+		t = "(untitled)"
+	}
+	if r := []rune(t); len(r) > 40 {
+		t = string(r[:39]) + "…"
+	}
+	if b.Deleted {
+		t += " [deleted]"
+	}
+	return t
+}
+
+func bookAt(b api.Book) string {
+	if b.Position == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", b.Position.Percent*100)
+}
+
+func readTime(ms uint64) string {
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	}
+	h, m := int(d.Hours()), int(d.Minutes())%60
+	if h == 0 {
+		return fmt.Sprintf("%dm", m)
+	}
+	return fmt.Sprintf("%dh%02dm", h, m)
+}
+
+func lastDevice(b api.Book) string {
+	if b.Position == nil {
+		return "-"
+	}
+	return orDash(b.Position.DeviceName)
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/danyue/danyue/daemon/client"
+)
+
+// clientFlags are the flags of every command that talks to a daemon.
+type clientFlags struct {
+	data   *string
+	socket *string
+	json   *bool
+}
+
+func addClientFlags(fs *flagSet, e *env, withJSON bool) clientFlags {
+	cf := clientFlags{
+		data:   dataDirFlag(fs, e),
+		socket: fs.String("socket", "", "unix socket `PATH` of the daemon (default DATA/api.sock)"),
+	}
+	if withJSON {
+		cf.json = fs.Bool("json", false, "print JSON for scripts instead of a table")
+	}
+	return cf
+}
+
+func (cf clientFlags) client() *client.Client {
+	sock := *cf.socket
+	if sock == "" {
+		sock = filepath.Join(*cf.data, "api.sock")
+	}
+	return client.New(sock)
+}
+
+// explain turns a client error into one that tells the user what to do.
+func (cf clientFlags) explain(err error) error {
+	if errors.Is(err, client.ErrNoDaemon) {
+		return fmt.Errorf("no daemon is running for %s: start it with `danyue daemon --data %s`", *cf.data, *cf.data)
+	}
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+}
+
+func noArgs(c command, pos []string) error {
+	if len(pos) > 0 {
+		return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q", c.name, pos), hint: "danyue help " + c.name}
+	}
+	return nil
+}

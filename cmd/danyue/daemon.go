@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/danyue/danyue/daemon"
+)
+
+func daemonCommand() command {
+	return command{
+		name:    "daemon",
+		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]...",
+		summary: "Run the sync daemon of this device in the foreground (until SIGINT or SIGTERM).",
+		run:     runDaemon,
+	}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func runDaemon(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, daemonCommand(), "danyue daemon --name laptop --http 127.0.0.1:7100")
+	data := dataDirFlag(fs, e)
+	name := fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")
+	socket := fs.String("socket", "", "unix socket `PATH` of the local API (default DATA/api.sock)")
+	httpAddr := fs.String("http", "", "also serve the API on this loopback `ADDRESS` (requests need the bearer token in DATA/api-token)")
+	allowRemote := fs.Bool("http-allow-remote", false, "allow --http to bind a non-loopback address (the token is then the only protection)")
+	var listen, peers listFlag
+	fs.Var(&listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default /ip4/0.0.0.0/tcp/0 and /ip6/::/tcp/0)")
+	fs.Var(&peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
+	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return &usageError{msg: fmt.Sprintf("daemon takes no arguments, got %q", pos), hint: "danyue help daemon"}
+	}
+	logger, err := newLogger(e, *logFormat, *logLevel)
+	if err != nil {
+		return err
+	}
+	var offset time.Duration
+	if v := e.getenv("DANYUE_CLOCK_OFFSET"); v != "" {
+		if offset, err = time.ParseDuration(v); err != nil {
+			return &usageError{msg: fmt.Sprintf("DANYUE_CLOCK_OFFSET=%q is not a duration such as 8760h or -30m", v)}
+		}
+		logger.Warn("wall clock shifted by DANYUE_CLOCK_OFFSET (a testing aid)", "offset", offset)
+	}
+	d, err := daemon.Start(ctx, daemon.Config{
+		DataDir:         *data,
+		Name:            *name,
+		Socket:          *socket,
+		HTTP:            *httpAddr,
+		HTTPAllowRemote: *allowRemote,
+		Listen:          listen,
+		Peers:           peers,
+		NoMDNS:          *noMDNS,
+		ClockOffset:     offset,
+		Logger:          logger,
+	})
+	if err != nil {
+		return err
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case runErr = <-d.Err():
+	}
+	if err := d.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+func newLogger(e *env, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, &usageError{msg: fmt.Sprintf("--log-level %q is not debug, info, warn or error", level), hint: "danyue help daemon"}
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+	}
+	return nil, &usageError{msg: fmt.Sprintf("--log-format %q is not text or json", format), hint: "danyue help daemon"}
+}
+
+// isTerminal reports whether w is a terminal, for output meant for people.
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}

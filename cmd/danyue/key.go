@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/danyue/danyue/bookkey"
+	"github.com/schollz/progressbar/v3"
+)
+
+func keyCommand() command {
+	return command{
+		name:    "key",
+		usage:   "FILE|DIR... [--algo md5|sha256] [--encoding auto|utf-8|gb18030|utf-16] [--json]",
+		summary: "Print the BookKey of text files, or of every .txt file in a directory.",
+		run:     runKey,
+	}
+}
+
+// progressMin is the input size from which a terminal gets a progress bar;
+// smaller files are done before a bar would be read.
+const progressMin = 32 << 20
+
+func runKey(ctx context.Context, e *env, args []string) error {
+	flags := newFlagSet(e, keyCommand(), "danyue key --json ~/Books")
+	algoName := flags.String("algo", "md5", "hash function, `md5|sha256`")
+	encName := flags.String("encoding", "auto", "text encoding, `auto|utf-8|gb18030|utf-16`: auto follows the BOM, else takes UTF-8 if valid, else GB18030 (which covers GBK); utf-16 follows the BOM, little-endian if none")
+	asJSON := flags.Bool("json", false, "print one JSON object per file: path, key, encoding, utf16Len, bytes")
+	dataDirFlag(flags, e) // accepted like everywhere; keying needs no daemon
+	paths, err := parseArgs(flags, args)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return &usageError{msg: "key: no file given", hint: "danyue key book.txt"}
+	}
+	var opt bookkey.Options
+	if opt.Algo, err = bookkey.ParseAlgo(*algoName); err != nil {
+		return &usageError{msg: fmt.Sprintf("key: unknown --algo %q", *algoName), hint: "danyue key --algo sha256 book.txt"}
+	}
+	if opt.Encoding, err = bookkey.ParseEncoding(*encName); err != nil {
+		return &usageError{msg: fmt.Sprintf("key: unknown --encoding %q", *encName), hint: "danyue key --encoding gb18030 book.txt"}
+	}
+
+	failed := false
+	report := func(path string, err error) {
+		failed = true
+		fmt.Fprintf(e.stderr, "danyue: %s\n", describeKeyError(path, err))
+	}
+	files, total, sawDir := collectFiles(paths, report)
+
+	p := newKeyProgress(e.stderr, total, total >= progressMin || sawDir)
+	defer p.finish()
+	out := json.NewEncoder(e.stdout)
+	out.SetEscapeHTML(false)
+	for _, f := range files {
+		res, err := keyFile(ctx, f.path, opt, p)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			p.clearFor(e.stderr)
+			report(f.path, err)
+			continue
+		}
+		p.clearFor(e.stdout)
+		if *asJSON {
+			out.Encode(keyLine{Path: f.path, Key: res.Key, Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes})
+		} else {
+			fmt.Fprintf(e.stdout, "%s %d %s %s\n", res.Key, res.UTF16Len, res.Encoding, f.path)
+		}
+	}
+	if failed {
+		return errReported
+	}
+	return nil
+}
+
+// keyLine is one line of --json output.
+type keyLine struct {
+	Path     string `json:"path"`
+	Key      string `json:"key"`
+	Encoding string `json:"encoding"`
+	UTF16Len int64  `json:"utf16Len"`
+	Bytes    int64  `json:"bytes"`
+}
+
+type keyTarget struct {
+	path string
+	size int64
+}
+
+// collectFiles expands the arguments: a file stands for itself, a directory
+// for every .txt file under it, in lexical order. Paths that cannot be
+// listed are reported and left out.
+func collectFiles(paths []string, report func(string, error)) (files []keyTarget, total int64, sawDir bool) {
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			report(p, err)
+			continue
+		}
+		if !info.IsDir() {
+			files = append(files, keyTarget{p, info.Size()})
+			total += info.Size()
+			continue
+		}
+		sawDir = true
+		filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				report(path, err)
+				return nil // WalkDir skips what it could not read
+			}
+			if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".txt") {
+				return nil
+			}
+			var size int64
+			if info, err := d.Info(); err == nil {
+				size = info.Size()
+			}
+			files = append(files, keyTarget{path, size})
+			total += size
+			return nil
+		})
+	}
+	return files, total, sawDir
+}
+
+func keyFile(ctx context.Context, path string, opt bookkey.Options, p *keyProgress) (bookkey.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return bookkey.Result{}, err
+	}
+	defer f.Close()
+	return bookkey.Read(ctx, p.reader(f), opt)
+}
+
+// describeKeyError says what went wrong with one path, without repeating the
+// path the way *fs.PathError would.
+func describeKeyError(path string, err error) string {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.Is(err, bookkey.ErrNotSeekable):
+		return fmt.Sprintf("%s: not UTF-8 and cannot be read twice to detect its encoding; give --encoding", path)
+	}
+	return fmt.Sprintf("%s: %v", path, err)
+}
+
+// keyProgress draws one progress bar over all the files, if w is a terminal.
+// A nil *keyProgress draws nothing.
+type keyProgress struct {
+	w   io.Writer
+	bar *progressbar.ProgressBar
+}
+
+func newKeyProgress(w io.Writer, total int64, worthIt bool) *keyProgress {
+	if !worthIt || total <= 0 || !isTerminal(w) {
+		return nil
+	}
+	return &keyProgress{w: w, bar: progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("keying"),
+		progressbar.OptionShowBytes(true), // rate
+		progressbar.OptionShowCount(),     // bytes done of the total
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetPredictTime(true), // ETA
+		progressbar.OptionSetWidth(20),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)}
+}
+
+// reader counts what is read from f on the bar. It keeps f seekable: a file
+// detected as GB18030 is read a second time, which the bar shows as more work.
+func (p *keyProgress) reader(f *os.File) io.Reader {
+	if p == nil {
+		return f
+	}
+	return &progressReader{f: f, bar: p.bar}
+}
+
+// clearFor takes the bar off the line before a line is printed on w, if w is
+// the terminal the bar is on (stdout usually is, unless piped).
+func (p *keyProgress) clearFor(w io.Writer) {
+	if p != nil && (w == p.w || isTerminal(w)) {
+		p.bar.Clear()
+	}
+}
+
+func (p *keyProgress) finish() {
+	if p != nil {
+		p.bar.Finish()
+	}
+}
+
+type progressReader struct {
+	f    *os.File
+	bar  *progressbar.ProgressBar
+	read int64
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.f.Read(b)
+	r.read += int64(n)
+	r.bar.Add64(int64(n))
+	return n, err
+}
+
+func (r *progressReader) Seek(off int64, whence int) (int64, error) {
+	pos, err := r.f.Seek(off, whence)
+	if err == nil && pos < r.read {
+		r.bar.AddMax64(r.read - pos)
+		r.read = pos
+	}
+	return pos, err
+}

@@ -1,0 +1,129 @@
+// Command danyue is the danyue sync daemon and the command-line client that
+// talks to it. Every subcommand lives in its own file as a function with the
+// signature of command.run; main only maps the error to an exit status.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// env is everything a command may touch of the process, so commands can be
+// run in-process by tests.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+type command struct {
+	name    string
+	usage   string // the synopsis after "danyue NAME"
+	summary string
+	run     func(ctx context.Context, e *env, args []string) error
+}
+
+// commands lists the subcommands; each is defined in its own file.
+func commands() []command {
+	return []command{
+		daemonCommand(),
+		statusCommand(),
+		peersCommand(),
+		booksCommand(),
+		inviteCommand(),
+		joinCommand(),
+		keyCommand(),
+	}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	code := run(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the process exit status:
+// 0 on success, 2 for a usage error, 1 for anything else.
+func run(ctx context.Context, e *env, args []string) int {
+	err := dispatch(ctx, e, args)
+	var usage *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		fmt.Fprintf(e.stderr, "danyue: %s\n", usage.msg)
+		if usage.hint != "" {
+			fmt.Fprintf(e.stderr, "Try: %s\n", usage.hint)
+		}
+		return 2
+	case errors.Is(err, errReported):
+		return 1
+	default:
+		fmt.Fprintf(e.stderr, "danyue: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, e *env, args []string) error {
+	if len(args) == 0 {
+		printUsage(e.stderr)
+		return &usageError{msg: "no command given", hint: "danyue help"}
+	}
+	name := args[0]
+	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
+		if len(args) > 1 {
+			if c, ok := lookup(args[1]); ok {
+				return c.run(ctx, e, []string{"--help"})
+			}
+		}
+		printUsage(e.stdout)
+		return nil
+	}
+	c, ok := lookup(name)
+	if !ok {
+		return &usageError{msg: fmt.Sprintf("unknown command %q", name), hint: "danyue help"}
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "danyue keeps the reading position, reading time and deletions of your\n")
+	fmt.Fprintf(w, "plain-text books in sync across your devices, peer to peer on the LAN.\n\n")
+	fmt.Fprintf(w, "Usage:\n  danyue COMMAND [options]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun \"danyue help COMMAND\" for a command's options and an example.\n")
+}
+
+// usageError is a mistake in the command line; main prints it with a hint and
+// exits with status 2.
+type usageError struct {
+	msg  string
+	hint string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// errReported means the command has already told the user what went wrong on
+// stderr (for example one unreadable file among many) and only the exit status
+// remains to be set.
+var errReported = errors.New("errors reported")

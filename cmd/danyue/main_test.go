@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// danyueBin is the binary built once for the tests that run the real command.
+var danyueBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "danyue-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	danyueBin = filepath.Join(dir, "danyue")
+	build := exec.Command("go", "build", "-o", danyueBin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build danyue:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cliResult is what one run of the built binary printed.
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// runCLI runs the built binary with args and the given extra environment.
+func runCLI(t *testing.T, env []string, args ...string) cliResult {
+	t.Helper()
+	cmd := exec.CommandContext(context.Background(), danyueBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if exitErr, ok := err.(*exec.ExitError); ok {
+		code = exitErr.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run danyue %s: %v", strings.Join(args, " "), err)
+	}
+	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+func TestUnknownCommandIsUsageError(t *testing.T) {
+	res := runCLI(t, nil, "frobnicate")
+	if res.code != 2 {
+		t.Fatalf("exit status = %d, want 2", res.code)
+	}
+	if !strings.Contains(res.stderr, `unknown command "frobnicate"`) || !strings.Contains(res.stderr, "Try: danyue help") {
+		t.Fatalf("stderr = %q, want the unknown command and a hint", res.stderr)
+	}
+}
+
+func TestParseArgsIntersperses(t *testing.T) {
+	tests := []struct {
+		args     []string
+		wantPos  []string
+		wantJSON bool
+	}{
+		{[]string{"a", "--json", "b"}, []string{"a", "b"}, true},
+		{[]string{"--json", "a"}, []string{"a"}, true},
+		{[]string{"a", "--", "--json"}, []string{"a", "--json"}, false},
+		{nil, nil, false},
+	}
+	for _, tt := range tests {
+		e := &env{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}
+		fs := newFlagSet(e, command{name: "x"}, "")
+		asJSON := fs.Bool("json", false, "")
+		pos, err := parseArgs(fs, tt.args)
+		if err != nil {
+			t.Fatalf("parseArgs(%q): %v", tt.args, err)
+		}
+		if strings.Join(pos, "|") != strings.Join(tt.wantPos, "|") || *asJSON != tt.wantJSON {
+			t.Errorf("parseArgs(%q) = %q json=%v, want %q json=%v", tt.args, pos, *asJSON, tt.wantPos, tt.wantJSON)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+)
+
+func statusCommand() command {
+	return command{
+		name:    "status",
+		usage:   "[--json]",
+		summary: "Show this device, its library, its peers and what is on the shelf.",
+		run:     runStatus,
+	}
+}
+
+func runStatus(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, statusCommand(), "danyue status --json")
+	cf := addClientFlags(fs, e, true)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := noArgs(statusCommand(), pos); err != nil {
+		return err
+	}
+	c := cf.client()
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return cf.explain(err)
+	}
+	if *cf.json {
+		return printJSON(e.stdout, st)
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintf(tw, "Device\t%s (%s)\n", st.Device.Name, st.Device.ID)
+	fmt.Fprintf(tw, "Library\t%s\n", st.Library.ID)
+	fmt.Fprintf(tw, "Books\t%d on the shelf, %d deleted\n", st.Counts.Books, st.Counts.Deleted)
+	fmt.Fprintf(tw, "Peers\t%d connected of %d known\n", st.Counts.PeersConnected, st.Counts.PeersKnown)
+	if len(st.Addresses) > 0 {
+		fmt.Fprintf(tw, "Listening\t%s\n", strings.Join(st.Addresses, "\n\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Peers) > 0 {
+		fmt.Fprintln(e.stdout)
+		return printPeers(e, st.Peers)
+	}
+	return nil
+}
+
+func printPeers(e *env, peers []api.Peer) error {
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "NAME\tDEVICE\tSTATE\tLAST SEEN\tCLOCK")
+	for _, p := range peers {
+		state := "offline"
+		if p.Connected {
+			state = "connected"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(p.Name), p.Device, state, lastSeen(p), clockOffset(p))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, p := range peers {
+		if p.ClockWarning != "" {
+			fmt.Fprintf(e.stdout, "warning: %s\n", p.ClockWarning)
+		}
+	}
+	return nil
+}
+
+func lastSeen(p api.Peer) string {
+	if p.Connected {
+		return "now"
+	}
+	if p.LastSeen == nil {
+		return "never"
+	}
+	t, err := time.Parse(time.RFC3339, *p.LastSeen)
+	if err != nil {
+		return *p.LastSeen
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func clockOffset(p api.Peer) string {
+	d := time.Duration(p.ClockOffsetMs) * time.Millisecond
+	if d >= 0 {
+		return "+" + d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
