@@ -118,11 +118,13 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	if err := d.serveAPI(); err != nil {
+	// The peer network first: an app that reaches the API may ask for an
+	// invite at once.
+	if err := d.startNode(ctx, nil); err != nil {
 		d.Close()
 		return nil, err
 	}
-	if err := d.startNode(ctx, nil); err != nil {
+	if err := d.serveAPI(); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -236,6 +238,14 @@ func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) err
 		return fmt.Errorf("start peer network: %w", err)
 	}
 	d.mu.Lock()
+	select {
+	case <-d.closing:
+		// Close ran while a join was restarting the network.
+		d.mu.Unlock()
+		node.Close()
+		return errors.New("daemon is shutting down")
+	default:
+	}
 	d.node = node
 	d.mu.Unlock()
 	return nil
@@ -256,7 +266,9 @@ func parseAddrs(ss []string) ([]multiaddr.Multiaddr, error) {
 // Close stops accepting requests, lets in-flight ones finish, stops the peer
 // network and closes the store.
 func (d *Daemon) Close() error {
+	d.mu.Lock()
 	close(d.closing) // ends event streams, which Shutdown would wait for
+	d.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, s := range d.servers {

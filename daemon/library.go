@@ -240,12 +240,12 @@ func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, s
 var _ peer.Store = syncStore{}
 
 // onPeerEvent publishes peers connecting and leaving, and logs what the user
-// may have to act on.
+// may have to act on in the daemon's terms.
 func (d *Daemon) onPeerEvent(ev peer.Event) {
 	p := ev.Peer
 	switch ev.Kind {
 	case peer.PeerConnected, peer.PeerDisconnected:
-		d.log.Info(ev.Kind.String(), "device", p.Device, "name", p.Name, "peer_id", p.ID)
+		// The peer layer has logged it.
 		d.hub.publish(Event{Type: "peer", Data: api.PeerEvent{Device: p.Device.String(), Name: p.Name, Connected: ev.Kind == peer.PeerConnected}})
 	case peer.PeerClockSkewed:
 		d.log.Warn("a peer's clock is off", "device", p.Device, "name", p.Name, "offset", p.ClockOffset)

@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/danyue/danyue/store"
@@ -95,5 +97,25 @@ func TestNonLoopbackHTTPIsRefused(t *testing.T) {
 	_, err := Start(ctxT(t), Config{DataDir: dir, HTTP: "0.0.0.0:0", NoMDNS: true, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Logger: testLogger(t)})
 	if !errors.Is(err, ErrNotLoopback) {
 		t.Fatalf("Start with --http 0.0.0.0:0 = %v, want ErrNotLoopback", err)
+	}
+}
+
+// TestOtherUserCannotConnect runs curl as another user against the socket:
+// the 0700 data dir and 0600 socket must stop it before any request.
+func TestOtherUserCannotConnect(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Skip("needs curl")
+	}
+	d := startDaemon(t, nil)
+	cmd := exec.Command(curl, "-s", "--max-time", "5", "--unix-socket", d.Socket(), "http://danyue/v1/status")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 7 { // 7: could not connect
+		t.Fatalf("curl as uid 65534: %v, output %q; want refused at connect (exit 7)", err, out)
 	}
 }

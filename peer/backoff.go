@@ -19,7 +19,7 @@ type backoff struct {
 
 var (
 	dialBackoff  = backoff{min: time.Second, max: 5 * time.Minute, jitter: true}
-	pullBackoff  = backoff{min: time.Second, max: time.Minute, jitter: true}
+	pullBackoff  = backoff{min: 200 * time.Millisecond, max: time.Minute, jitter: true}
 	queryBackoff = backoff{min: time.Second, max: 4 * time.Minute, jitter: true}
 )
 

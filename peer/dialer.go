@@ -10,10 +10,14 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// Dialling. Static peers (Config.Peers) and peers given to Connect each get
-// a keeper goroutine that redials them with backoff whenever they are not
-// connected; peers found by mDNS are dialled once per discovery, subject to
-// the same backoff. Every dial bypasses libp2p's own dial backoff (whose 5 s
+// Dialling. Static peers (Config.Peers), peers given to Connect, and every
+// peer that has completed a hello (a member of the library, however it was
+// found) get a keeper goroutine that redials them with backoff whenever they
+// are not connected; peers found by mDNS and not yet heard from are dialled
+// once per discovery, subject to the same backoff. A member that was just
+// lost is redialled every reconnectCap for reconnectWindow, so that a healed
+// network or a device back from a short trip is found within seconds;
+// after that it waits like any other address. Every dial bypasses libp2p's own dial backoff (whose 5 s
 // floor would swallow our first retries) and is bounded by dialTimeout.
 // A failing address is logged once, at warning level, until it works again:
 // a stranger (another library's key) looks exactly like a failing address.
@@ -26,8 +30,7 @@ func (n *Node) addStatic(info lpeer.AddrInfo, callerDials bool) *peerState {
 	n.mu.Lock()
 	st := n.peer(info.ID)
 	st.addrs = mergeAddrs(st.addrs, info.Addrs)
-	start := !st.static
-	st.static = true
+	start := n.keepLocked(st)
 	if start && callerDials {
 		st.nextDial = n.now().Add(dialTimeout + time.Second)
 	}
@@ -37,6 +40,21 @@ func (n *Node) addStatic(info lpeer.AddrInfo, callerDials bool) *peerState {
 	}
 	return st
 }
+
+// keepLocked marks st as kept and reports whether its keeper must be
+// started. n.mu must be held.
+func (n *Node) keepLocked(st *peerState) bool {
+	start := !st.kept
+	st.kept = true
+	return start
+}
+
+// Reconnecting to a lost member: every reconnectCap at most, for
+// reconnectWindow after the loss.
+const (
+	reconnectCap    = time.Second
+	reconnectWindow = 2 * time.Minute
+)
 
 // keep redials st whenever it is not connected, waiting out the backoff of
 // failed dials; a poke (disconnect, Connect, mDNS) makes it look again.
@@ -84,7 +102,7 @@ func (n *Node) dialDiscovered(id lpeer.ID, addrs []ma.Multiaddr) {
 	if st == nil {
 		known := 0
 		for _, p := range n.peers {
-			if p.discovered && !p.static && p.name == "" {
+			if p.discovered && !p.kept && p.name == "" {
 				known++
 			}
 		}
@@ -101,7 +119,7 @@ func (n *Node) dialDiscovered(id lpeer.ID, addrs []ma.Multiaddr) {
 	case st.connected:
 		n.mu.Unlock()
 		return
-	case st.static:
+	case st.kept:
 		// The keeper dials it now, even in backoff: discovery is itself
 		// rate-limited, and the peer has just shown it is back.
 		st.dialNow = true
@@ -139,7 +157,11 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	n.mu.Lock()
 	// Even after a success the next dial waits: the connection event may
 	// not have arrived yet, and the keeper must not dial again meanwhile.
-	st.nextDial = n.now().Add(dialBackoff.delay(attempt))
+	delay := dialBackoff.delay(attempt)
+	if st.member && n.now().Sub(st.lostAt) < reconnectWindow {
+		delay = min(delay, reconnectCap)
+	}
+	st.nextDial = n.now().Add(delay)
 	if err == nil {
 		st.logged = nil
 		n.mu.Unlock()

@@ -21,7 +21,7 @@ type PeerInfo struct {
 	ID        lpeer.ID
 	Addrs     []ma.Multiaddr // of the live connections if connected, else known dial addresses
 	Connected bool
-	Static    bool // configured or Connect()ed: redialled when it goes away
+	Kept      bool // a static peer, given to Connect, or a member once connected: redialled when it goes away
 	LastSeen  time.Time
 	// ClockOffset is how far the peer's wall clock is ahead of ours
 	// (negative: behind), estimated at the last hello with half the round

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -63,7 +64,11 @@ func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 		libp2p.PrivateNetwork(psk),
 		libp2p.Transport(tcp.NewTCPTransport, tcp.WithConnectionTimeout(dialTimeout)),
 		libp2p.Security(noise.ID, noise.New),
-		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.Muxer(yamux.ID, muxer()),
+		// No QUIC transport runs here, but libp2p builds a QUIC connection
+		// manager for the swarm anyway, with two garbage collectors ticking
+		// every 30 s: provide none.
+		libp2p.QUICReuse(func() (*quicreuse.ConnManager, error) { return nil, nil }),
 		libp2p.ListenAddrs(listen...),
 		libp2p.ConnectionManager(cm),
 		libp2p.DisableRelay(),
@@ -79,4 +84,17 @@ func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	return h, nil
+}
+
+// muxer returns yamux tuned for a background daemon on a LAN: keepalives once
+// a minute (they notice a peer that vanished without closing, and each one
+// wakes the process), round trips measured rarely (nothing here uses them),
+// and a 1 MiB stream window instead of 16 MiB (enough for a LAN; memory
+// matters on a phone).
+func muxer() *yamux.Transport {
+	c := *yamux.DefaultTransport
+	c.KeepAliveInterval = time.Minute
+	c.MeasureRTTInterval = time.Hour
+	c.MaxStreamWindowSize = 1 << 20
+	return &c
 }

@@ -18,7 +18,7 @@ import (
 const protectTag = "danyue-library"
 
 // maxDiscoveredPeers bounds the peers known only from mDNS answers (never
-// connected, not static), so that a LAN full of forged announcements cannot
+// connected, not kept), so that a LAN full of forged announcements cannot
 // grow the table without bound.
 const maxDiscoveredPeers = 64
 
@@ -30,7 +30,8 @@ type peerState struct {
 	name   string
 	addrs  []ma.Multiaddr // known dial addresses
 
-	static     bool // a keeper goroutine redials it (dialer.go)
+	kept       bool // a keeper goroutine redials it (dialer.go)
+	member     bool // completed a hello: a device of this library
 	discovered bool // known from mDNS
 	wake       chan struct{}
 	dialNow    bool // the keeper should dial without waiting for its backoff
@@ -46,7 +47,9 @@ type peerState struct {
 	announced   bool               // PeerConnected was emitted for this connection
 	serving     int                // sync streams we are sending on to it
 	lastSeen    time.Time
+	lostAt      time.Time // when the last connection to a member ended
 	lastErr     string
+	pullConn    network.Conn // the connection our pull stream runs on
 
 	clockOffset time.Duration
 	clockKnown  bool
@@ -137,7 +140,7 @@ func (n *Node) onDisconnected(id lpeer.ID) {
 		return
 	}
 	now := n.now()
-	st.connected, st.lastSeen = false, now
+	st.connected, st.lastSeen, st.lostAt = false, now, now
 	st.cancelConn()
 	if now.Sub(st.connectedAt) >= stableConn {
 		st.dialCount, st.nextDial = 0, time.Time{}
@@ -177,7 +180,7 @@ func (n *Node) info(st *peerState) PeerInfo {
 		Name:        st.name,
 		ID:          st.id,
 		Connected:   st.connected,
-		Static:      st.static,
+		Kept:        st.kept,
 		LastSeen:    st.lastSeen,
 		ClockOffset: st.clockOffset,
 		ClockKnown:  st.clockKnown,

@@ -62,6 +62,16 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	if err != nil {
 		return fmt.Errorf("open sync stream: %w", err)
 	}
+	n.mu.Lock()
+	st.pullConn = s.Conn()
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		if st.pullConn == s.Conn() {
+			st.pullConn = nil
+		}
+		n.mu.Unlock()
+	}()
 	graceful := false
 	defer func() {
 		if graceful {
@@ -178,6 +188,8 @@ func decodeRecords(records [][]byte) ([]crdt.Entry, error) {
 // peer once per connection.
 func (n *Node) helloDone(st *peerState, h hello, offset time.Duration, cursor uint64) {
 	n.mu.Lock()
+	st.member = true
+	startKeeper := n.keepLocked(st)
 	st.name, st.clockOffset, st.clockKnown = h.Name, offset, true
 	st.merged, st.remoteLast, st.lastSeen, st.lastErr = cursor, h.Last, n.now(), ""
 	first := !st.announced && st.connected
@@ -186,6 +198,9 @@ func (n *Node) helloDone(st *peerState, h hello, offset time.Duration, cursor ui
 	warn := info.ClockSkewed && !st.skewWarned
 	st.skewWarned = info.ClockSkewed
 	n.mu.Unlock()
+	if startKeeper {
+		n.spawn(func() { n.keep(st) })
+	}
 	if first {
 		n.log.Info("peer connected", "peer", st.id, "device", st.device, "name", h.Name, "clock_offset", offset)
 		n.events.emit(Event{Kind: PeerConnected, Peer: info})

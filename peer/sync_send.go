@@ -40,7 +40,21 @@ func (n *Node) handleSync(s network.Stream) {
 	if !busy {
 		st.serving++
 	}
+	stale := st.pullConn
+	if stale == nil || stale == s.Conn() || !stale.Stat().Opened.Before(s.Conn().Stat().Opened) {
+		stale = nil
+	}
 	n.mu.Unlock()
+	if stale != nil {
+		// The peer pulls on a newer connection than ours: it gave the older
+		// one up (typically after a partition that only its side noticed),
+		// and our pull there would wait on a dead connection until keepalives
+		// time out. Closing it makes our pull reopen on the live one. Only
+		// the older connection is closed, so two connections dialled at the
+		// same moment from both sides settle on one instead of both closing.
+		n.log.Info("peer opened a sync stream on a newer connection; closing the older one", "peer", remote)
+		stale.Close()
+	}
 	if busy {
 		// A correct puller has one stream open; a few allow for streams of
 		// a dead connection not yet noticed.
