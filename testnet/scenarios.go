@@ -1,0 +1,74 @@
+package testnet
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Params sizes the scenarios; the zero value of a field is its default.
+type Params struct {
+	Nodes  int    // convergence and propagation; default 5
+	Ops    int    // convergence: random operations; default 300
+	Books  int    // big heal: books written on one side of a partition; default 10,000
+	Writes int    // propagation: position writes measured; default 100
+	Seed   uint64 // convergence: random seed; default random (logged)
+	// Local runs the scenarios that need no real network (propagation,
+	// clock skew, wipe, deletion) on in-process daemons (NewLocal).
+	Local bool
+}
+
+// newNet starts the net of a scenario that can run in either mode.
+func (p Params) newNet(t TB, n int, opts ...Option) *Net {
+	t.Helper()
+	if p.Local {
+		return NewLocal(t, n, opts...)
+	}
+	return New(t, n, opts...)
+}
+
+// WithDefaults fills in the defaults of the fields left zero, and picks a
+// seed.
+func (p Params) WithDefaults() Params {
+	if p.Nodes <= 0 {
+		p.Nodes = 5
+	}
+	if p.Ops <= 0 {
+		p.Ops = 300
+	}
+	if p.Books <= 0 {
+		p.Books = 10000
+	}
+	if p.Writes <= 0 {
+		p.Writes = 100
+	}
+	if p.Seed == 0 {
+		p.Seed = rand.Uint64()
+	}
+	return p
+}
+
+// Scenario is one of the product's promises, proved on a Net.
+type Scenario struct {
+	Name string
+	Run  func(t TB, p Params, r *Report)
+}
+
+// Scenarios are all the scenarios, in the order the command runs them.
+var Scenarios = []Scenario{
+	{"discovery", Discovery},
+	{"propagation", Propagation},
+	{"convergence", Convergence},
+	{"clock-skew", ClockSkew},
+	{"crash", Crash},
+	{"wipe", Wipe},
+	{"deletion", Deletion},
+	{"big-heal", BigHeal},
+	{"long-partition", LongPartition},
+}
+
+// Time limits of the scenarios' waits: generous, for a loaded CI machine;
+// the report shows what was measured.
+const (
+	syncTimeout = 20 * time.Second // a change reaching connected nodes
+	healTimeout = 60 * time.Second // convergence after a heal
+)

@@ -1,0 +1,47 @@
+package testnet
+
+import (
+	"flag"
+	"testing"
+)
+
+var (
+	flagNodes = flag.Int("testnet.nodes", 5, "nodes of the convergence and propagation scenarios")
+	flagOps   = flag.Int("testnet.ops", 300, "random operations of the convergence scenario")
+	flagBooks = flag.Int("testnet.books", 10000, "books of the big-heal scenario")
+	flagSeed  = flag.Uint64("testnet.seed", 0, "seed of the convergence scenario (0: random, logged)")
+	flagLong  = flag.Bool("testnet.long", false, "also run the scenarios that take over a minute")
+)
+
+func params() Params {
+	return Params{Nodes: *flagNodes, Ops: *flagOps, Books: *flagBooks, Seed: *flagSeed}
+}
+
+// The scenarios, on daemon processes in network namespaces (skipped without
+// root and iproute2). The measurements are in the test log (-v).
+
+func TestDiscovery(t *testing.T)   { Discovery(t, params(), nil) }
+func TestPropagation(t *testing.T) { Propagation(t, params(), nil) }
+func TestConvergence(t *testing.T) { Convergence(t, params(), nil) }
+func TestClockSkew(t *testing.T)   { ClockSkew(t, params(), nil) }
+func TestCrash(t *testing.T)       { Crash(t, params(), nil) }
+func TestWipe(t *testing.T)        { Wipe(t, params(), nil) }
+func TestDeletion(t *testing.T)    { Deletion(t, params(), nil) }
+func TestBigHeal(t *testing.T)     { BigHeal(t, params(), nil) }
+
+func TestLongPartition(t *testing.T) {
+	if !*flagLong {
+		t.Skip("takes over a minute (a partition must outlast the connection keepalive); run with -testnet.long")
+	}
+	LongPartition(t, params(), nil)
+}
+
+// TestLocal runs the scenarios that need no real network on in-process
+// daemons: quick, and possible without root.
+func TestLocal(t *testing.T) {
+	p := params()
+	p.Local, p.Nodes, p.Writes = true, 3, 30
+	for _, s := range []Scenario{{"deletion", Deletion}, {"clock-skew", ClockSkew}, {"wipe", Wipe}, {"propagation", Propagation}} {
+		t.Run(s.Name, func(t *testing.T) { s.Run(t, p, nil) })
+	}
+}
