@@ -49,7 +49,9 @@ type peerState struct {
 	lastSeen    time.Time
 	lostAt      time.Time // when the last connection to a member ended
 	lastErr     string
-	pullConn    network.Conn // the connection our pull stream runs on
+	pullConn    network.Conn       // the connection our pull stream runs on
+	cancelPull  context.CancelFunc // ends our pull stream (it reopens)
+	resendAll   bool               // our next pull starts from 0 (see noteRegression)
 
 	clockOffset time.Duration
 	clockKnown  bool

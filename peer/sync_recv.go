@@ -56,6 +56,9 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 
 // pull runs one sync stream from st until it fails or ctx ends.
 func (n *Node) pull(ctx context.Context, st *peerState) error {
+	// The stream's own context, so that noteRegression can restart it.
+	ctx, cancelPull := context.WithCancel(ctx)
+	defer cancelPull()
 	hctx, cancel := context.WithTimeout(network.WithNoDial(ctx, "sync runs on existing connections"), handshakeTimeout)
 	s, err := n.host.NewStream(hctx, st.id, ProtocolID)
 	cancel()
@@ -63,12 +66,13 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		return fmt.Errorf("open sync stream: %w", err)
 	}
 	n.mu.Lock()
-	st.pullConn = s.Conn()
+	st.pullConn, st.cancelPull = s.Conn(), cancelPull
+	resendAll := st.resendAll
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
 		if st.pullConn == s.Conn() {
-			st.pullConn = nil
+			st.pullConn, st.cancelPull = nil, nil
 		}
 		n.mu.Unlock()
 	}()
@@ -87,6 +91,9 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	epoch, cursor, err := n.store.Cursor(ctx, st.device)
 	if err != nil {
 		return fmt.Errorf("read cursor: %w", err)
+	}
+	if resendAll {
+		cursor = 0
 	}
 	last, _ := n.store.Watch()
 	mine := hello{
@@ -129,6 +136,11 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	// Usually our cursor; 0 for a wiped sender (new epoch) or one that
 	// cannot resume from it.
 	cursor = theirs.From
+	if resendAll {
+		n.mu.Lock()
+		st.resendAll = false
+		n.mu.Unlock()
+	}
 	n.helloDone(st, theirs, clockOffset(theirs.Wall, sent, received), cursor)
 
 	for {

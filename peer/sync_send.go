@@ -41,11 +41,8 @@ func (n *Node) handleSync(s network.Stream) {
 		st.serving++
 	}
 	stale := st.pullConn
-	if stale == nil || stale == s.Conn() || !stale.Stat().Opened.Before(s.Conn().Stat().Opened) {
-		stale = nil
-	}
 	n.mu.Unlock()
-	if stale != nil {
+	if stale != nil && stale != s.Conn() && stale.Stat().Opened.Before(s.Conn().Stat().Opened) {
 		// The peer pulls on a newer connection than ours: it gave the older
 		// one up (typically after a partition that only its side noticed),
 		// and our pull there would wait on a dead connection until keepalives
@@ -115,6 +112,7 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 		}
 		return true, err
 	}
+	n.noteRegression(ctx, remote, theirs)
 	epoch := n.store.Epoch()
 	last, _ := n.store.Watch()
 	cursor := theirs.WantSeq
@@ -254,5 +252,29 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			}
 			return cursor, nil
 		}
+	}
+}
+
+// noteRegression checks a puller's hello against our cursor into its store.
+// A hello says how far the puller's store goes; if that is behind our cursor
+// into the same epoch, its store went back in time (restored from an old
+// copy) and our cursor would skip everything it writes until its sequence
+// passes the old one. So our pull from it starts over from 0. The puller's
+// hello is the first thing it sends on a connection, before it merges
+// anything from us, which is what makes its Last trustworthy here.
+func (n *Node) noteRegression(ctx context.Context, remote lpeer.ID, theirs hello) {
+	epoch, seq, err := n.store.Cursor(ctx, DeviceIDOf(remote))
+	if err != nil || epoch != theirs.Epoch || theirs.Last >= seq {
+		return
+	}
+	n.log.Warn("peer's store went back in time (restored from an old copy?); pulling everything from it again",
+		"peer", remote, "its_last", theirs.Last, "our_cursor", seq)
+	n.mu.Lock()
+	st := n.peer(remote)
+	st.resendAll = true
+	restart := st.cancelPull
+	n.mu.Unlock()
+	if restart != nil {
+		restart()
 	}
 }

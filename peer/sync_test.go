@@ -273,7 +273,8 @@ func TestSenderBehindCursorResendsAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.start(t, lib, nil)
-	b.start(t, lib, a.node.Addrs())
+	addr := a.node.Addrs()
+	b.start(t, lib, addr)
 	waitFor(t, 10*time.Second, "initial sync", func() bool { return mergedAll(b.node, a) })
 
 	a.stop(t)
@@ -286,7 +287,10 @@ func TestSenderBehindCursorResendsAll(t *testing.T) {
 		}
 	}
 	before := b.node.Stats().RecordsReceived
-	a.start(t, lib, nil, func(c *Config) { c.Listen = []ma.Multiaddr{b.node.Peers()[0].Addrs[0]} })
+	// Back on the same port, where B's keeper redials it.
+	a.start(t, lib, nil, func(c *Config) {
+		c.Listen = []ma.Multiaddr{addr[0].Decapsulate(ma.StringCast("/p2p/" + a.id.String()))}
+	})
 	waitFor(t, 10*time.Second, "convergence", func() bool {
 		return converged(a.store, b.store) && b.store.len() == 250
 	})
