@@ -212,12 +212,10 @@ func (s syncStore) Cursor(ctx context.Context, from crdt.DeviceID) (epoch, seq u
 
 func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {
 	d := s.d
-	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: &store.Cursor{Device: from, Epoch: epoch, Seq: seq}})
-	if err != nil {
-		return err
-	}
-	// Every write made here from now on must order after what was received,
-	// whatever the wall clocks say.
+	// Every write made here from the moment these records can be read must
+	// order after them, whatever the wall clocks say: so the clock observes
+	// them before the store makes them visible. (Observing records that then
+	// fail to apply only moves the clock ahead, which is harmless.)
 	d.mu.Lock()
 	wall := d.wallMs()
 	var ahead uint64
@@ -232,6 +230,10 @@ func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, s
 	if warn {
 		d.log.Warn("received writes stamped ahead of this device's clock; a device's clock may be wrong",
 			"from", from, "ahead", time.Duration(ahead)*time.Millisecond)
+	}
+	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: &store.Cursor{Device: from, Epoch: epoch, Seq: seq}})
+	if err != nil {
+		return err
 	}
 	d.changed(res.Changed, true)
 	return nil
