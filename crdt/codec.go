@@ -25,6 +25,9 @@ type wireEntry struct {
 	Version uint64      `cbor:"0,keyasint"`
 	Book    *wireBook   `cbor:"1,keyasint,omitempty"`
 	Device  *wireDevice `cbor:"2,keyasint,omitempty"`
+	// The kosync records (codec_kosync.go).
+	KosyncUser     *wireKosyncUser     `cbor:"3,keyasint,omitempty"`
+	KosyncProgress *wireKosyncProgress `cbor:"4,keyasint,omitempty"`
 }
 
 type wireBook struct {
@@ -140,6 +143,10 @@ func (e *Entry) encode() ([]byte, error) {
 		w.Book = e.Book.wire()
 	case KindDevice:
 		w.Device = &wireDevice{ID: uint64(e.Device.ID), Name: textWire(e.Device.Name)}
+	case KindKosyncUser:
+		w.KosyncUser = e.KosyncUser.wire()
+	case KindKosyncProgress:
+		w.KosyncProgress = e.KosyncProgress.wire()
 	}
 	return encMode.Marshal(&w)
 }
@@ -170,17 +177,22 @@ func Decode(data []byte) (Entry, error) {
 		return Entry{}, fmt.Errorf("%w: decode record: %w", ErrInvalid, err)
 	}
 	var e Entry
+	if n := w.records(); n != 1 {
+		return Entry{}, invalidf("record holds %d of book, device, kosync user and kosync progress, not exactly one", n)
+	}
 	switch {
-	case w.Book != nil && w.Device == nil:
+	case w.Book != nil:
 		b, err := w.Book.domain()
 		if err != nil {
 			return Entry{}, err
 		}
 		e = BookEntry(b)
-	case w.Device != nil && w.Book == nil:
+	case w.Device != nil:
 		e = DeviceEntry(Device{ID: DeviceID(w.Device.ID), Name: w.Device.Name.domain()})
-	default:
-		return Entry{}, invalidf("record holds not exactly one of book and device")
+	case w.KosyncUser != nil:
+		e = KosyncUserEntry(w.KosyncUser.domain())
+	case w.KosyncProgress != nil:
+		e = KosyncProgressEntry(w.KosyncProgress.domain())
 	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, err

@@ -59,7 +59,7 @@ func goldenRecords() []struct {
 	deleted := typicalBook()
 	deleted.Deleted = ts(t0+40*day, 0, nas)
 	pos := crdt.Position{At: ts(crdt.MaxWall, math.MaxUint32, math.MaxUint64), Char: crdt.MaxChar, Percent: crdt.PercentOne}
-	return []struct {
+	return append([]struct {
 		name  string
 		entry crdt.Entry
 	}{
@@ -73,7 +73,7 @@ func goldenRecords() []struct {
 			Title: crdt.Text{At: pos.At, Value: strings.Repeat("x", crdt.MaxTitleBytes)}})},
 		{"device-named", crdt.DeviceEntry(crdt.Device{ID: phone, Name: crdt.Text{At: ts(t0, 0, phone), Value: "Pixel 9"}})},
 		{"device-unnamed", crdt.DeviceEntry(crdt.Device{ID: nas})},
-	}
+	}, kosyncGoldenRecords()...)
 }
 
 const goldenFile = "testdata/golden.txt"
@@ -174,7 +174,7 @@ func TestEncodeRefusesInvalidRecords(t *testing.T) {
 		entry crdt.Entry
 	}{
 		{"zero entry", crdt.Entry{}},
-		{"unknown kind", crdt.Entry{Kind: 3, Book: valid}},
+		{"unknown kind", crdt.Entry{Kind: 9, Book: valid}},
 		{"book without key", crdt.BookEntry(crdt.Book{Position: valid.Position, Furthest: valid.Furthest})},
 		{"furthest behind position", func() crdt.Entry {
 			b := valid.Clone()

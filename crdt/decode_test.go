@@ -52,7 +52,7 @@ func hostileInputs() []hostile {
 		return b.String()
 	}
 	inv, ver := crdt.ErrInvalid, crdt.ErrVersion
-	return []hostile{
+	return append([]hostile{
 		{"empty", nil, inv},
 		{"not a map", hx("01"), inv},
 		{"truncated map", hx("a2 00 01"), inv},
@@ -127,7 +127,7 @@ func hostileInputs() []hostile {
 		{"null device beside a book", hx("a3 00 01 01 a1 " + hKey + " 02 f6"), inv},
 		{"empty read-time array", hx(bookOf(2, hKey, "03 80")), inv},
 		{"explicit empty position", hx(bookOf(2, hKey, "01 85 00 00 00 00 00")), inv},
-	}
+	}, kosyncHostileInputs()...)
 }
 
 // Issue 3: the decoder refuses hostile input with the right error and no

@@ -6,9 +6,11 @@
 //
 // # Records
 //
-// A library is a set of records (Entry), each a Book, keyed by its BookKey, or
-// a Device, keyed by its DeviceID. Every field of a record is a small
-// conflict-free type with its own merge rule:
+// A library is a set of records (Entry), each a Book, keyed by its BookKey, a
+// Device, keyed by its DeviceID, or one of the records of KOReader's progress
+// sync: a KosyncUser, keyed by its name, and a KosyncProgress, keyed by
+// (user, document). Every field of a record is a small conflict-free type
+// with its own merge rule:
 //
 //	Book.Position  last-writer-wins register of {char, percent}: the larger
 //	               timestamp wins; the writer is the timestamp's device
@@ -21,6 +23,12 @@
 //	               timestamp
 //	Book.Title     last-writer-wins register
 //	Device.Name    last-writer-wins register
+//	KosyncUser.Auth
+//	               last-writer-wins register of the daemon's salted hash
+//	               of the account's key (never the key itself)
+//	KosyncProgress last-writer-wins register of {progress, percentage,
+//	               device, device id}: the larger timestamp wins, so the
+//	               newest write by causal time wins, not the last to arrive
 //
 // A register's ties (equal timestamps, which correct devices never produce)
 // are broken by content, so that even a broken peer cannot make two replicas
@@ -45,8 +53,8 @@
 //
 // # Local operations
 //
-// SetPosition, AddReadTime, Delete, SetTitle and RenameDevice validate their
-// input and return a delta: a record holding only what the operation wrote.
+// SetPosition, AddReadTime, Delete, SetTitle, RenameDevice, SetKosyncUser and
+// SetKosyncProgress validate their input and return a delta: a record holding only what the operation wrote.
 // AddReadTime raises the calling device's own slot to its current value plus
 // the delta, so re-delivering the change any number of times adds nothing
 // (seed 000's doubling bug cannot be expressed: no operation writes a total or

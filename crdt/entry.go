@@ -9,9 +9,17 @@ import (
 type Kind uint8
 
 const (
-	KindBook   Kind = 1
-	KindDevice Kind = 2
+	KindBook           Kind = 1
+	KindDevice         Kind = 2
+	KindKosyncUser     Kind = 3
+	KindKosyncProgress Kind = 4
 )
+
+// Kinds returns every record kind, for callers that count or scan all
+// records.
+func Kinds() []Kind {
+	return []Kind{KindBook, KindDevice, KindKosyncUser, KindKosyncProgress}
+}
 
 func (k Kind) String() string {
 	switch k {
@@ -19,6 +27,10 @@ func (k Kind) String() string {
 		return "book"
 	case KindDevice:
 		return "device"
+	case KindKosyncUser:
+		return "kosync user"
+	case KindKosyncProgress:
+		return "kosync progress"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -27,9 +39,11 @@ func (k Kind) String() string {
 // merged and shipped between devices. Exactly the field named by Kind is
 // meaningful.
 type Entry struct {
-	Kind   Kind
-	Book   Book
-	Device Device
+	Kind           Kind
+	Book           Book
+	Device         Device
+	KosyncUser     KosyncUser
+	KosyncProgress KosyncProgress
 }
 
 // BookEntry wraps a book record.
@@ -38,9 +52,18 @@ func BookEntry(b Book) Entry { return Entry{Kind: KindBook, Book: b} }
 // DeviceEntry wraps a device record.
 func DeviceEntry(d Device) Entry { return Entry{Kind: KindDevice, Device: d} }
 
+// KosyncUserEntry wraps a kosync account record.
+func KosyncUserEntry(u KosyncUser) Entry { return Entry{Kind: KindKosyncUser, KosyncUser: u} }
+
+// KosyncProgressEntry wraps a kosync progress record.
+func KosyncProgressEntry(p KosyncProgress) Entry {
+	return Entry{Kind: KindKosyncProgress, KosyncProgress: p}
+}
+
 // AppendID appends the identity of the record, unique across kinds: the kind
-// byte, then the binary book key or the big-endian device id. Two entries
-// merge only if their ids are equal.
+// byte, then the binary book key, the big-endian device id, the kosync
+// account name, or the account name, a NUL and the document (neither may
+// hold a NUL). Two entries merge only if their ids are equal.
 func (e *Entry) AppendID(b []byte) []byte {
 	b = append(b, byte(e.Kind))
 	switch e.Kind {
@@ -48,6 +71,10 @@ func (e *Entry) AppendID(b []byte) []byte {
 		b, _ = e.Book.Key.AppendBinary(b)
 	case KindDevice:
 		b = binary.BigEndian.AppendUint64(b, uint64(e.Device.ID))
+	case KindKosyncUser:
+		b = append(b, e.KosyncUser.Name...)
+	case KindKosyncProgress:
+		b = append(append(append(b, e.KosyncProgress.User...), 0), e.KosyncProgress.Document...)
 	}
 	return b
 }
@@ -69,6 +96,17 @@ func (e *Entry) Merge(o *Entry) (bool, error) {
 			return false, invalidf("merge of device %s into device %s", o.Device.ID, e.Device.ID)
 		}
 		return e.Device.Merge(&o.Device), nil
+	case KindKosyncUser:
+		if e.KosyncUser.Name != o.KosyncUser.Name {
+			return false, invalidf("merge of kosync user %q into kosync user %q", o.KosyncUser.Name, e.KosyncUser.Name)
+		}
+		return e.KosyncUser.Merge(&o.KosyncUser), nil
+	case KindKosyncProgress:
+		p, q := &e.KosyncProgress, &o.KosyncProgress
+		if p.User != q.User || p.Document != q.Document {
+			return false, invalidf("merge of kosync progress %q/%q into %q/%q", q.User, q.Document, p.User, p.Document)
+		}
+		return p.Merge(q), nil
 	}
 	return false, invalidf("merge of unknown %s", e.Kind)
 }
@@ -89,6 +127,10 @@ func (e *Entry) MaxTimestamp() Timestamp {
 		return e.Book.maxTimestamp()
 	case KindDevice:
 		return e.Device.Name.At
+	case KindKosyncUser:
+		return e.KosyncUser.Auth.At
+	case KindKosyncProgress:
+		return e.KosyncProgress.At
 	}
 	return Timestamp{}
 }
@@ -102,6 +144,10 @@ func (e *Entry) Validate() error {
 		return e.Book.validate()
 	case KindDevice:
 		return e.Device.validate()
+	case KindKosyncUser:
+		return e.KosyncUser.validate()
+	case KindKosyncProgress:
+		return e.KosyncProgress.validate()
 	}
 	return invalidf("unknown record kind %d", uint8(e.Kind))
 }

@@ -54,10 +54,7 @@ func FuzzDecode(f *testing.F) {
 		if changed, err := self.Merge(&e); err != nil || changed {
 			t.Fatalf("merging a record into itself: %v, %v", changed, err)
 		}
-		empty := crdt.DeviceEntry(crdt.Device{ID: e.Device.ID})
-		if e.Kind == crdt.KindBook {
-			empty = crdt.BookEntry(crdt.Book{Key: e.Book.Key})
-		}
+		empty := emptyOf(e)
 		if _, err := empty.Merge(&e); err != nil {
 			t.Fatal(err)
 		}

@@ -21,10 +21,12 @@ const (
 	opDelete
 	opTitle
 	opRename
+	opKosyncUser
+	opKosyncProgress
 )
 
 func (k opKind) String() string {
-	return [...]string{"position", "read", "delete", "title", "rename"}[k]
+	return [...]string{"position", "read", "delete", "title", "rename", "kosync user", "kosync progress"}[k]
 }
 
 // loggedOp is one local operation as the user asked for it, with the
@@ -36,8 +38,9 @@ type loggedOp struct {
 	at      crdt.Timestamp // zero for read time, which carries no timestamp
 	char    uint64
 	percent crdt.Percent
-	ms      uint64 // read time added
-	text    string // title or device name
+	ms      uint64              // read time added
+	text    string              // title, device name, or kosync key hash
+	kosync  crdt.KosyncProgress // kosync ops: the account (User), and for progress what was written
 }
 
 // later is the timestamp order of DESIGN ("wall ms, logical counter, device

@@ -59,6 +59,8 @@ var (
 	genEntry = rapid.OneOf(
 		rapid.Map(genBook, crdt.BookEntry),
 		rapid.Map(genDevice, crdt.DeviceEntry),
+		rapid.Map(genKosyncUser, crdt.KosyncUserEntry),
+		rapid.Map(genKosyncProgressAnyKey, crdt.KosyncProgressEntry),
 	)
 )
 

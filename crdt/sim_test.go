@@ -89,7 +89,7 @@ func (s *simulation) wall(t *rapid.T, d *simDevice) uint64 {
 func (s *simulation) localOp(t *rapid.T) {
 	d := rapid.SampledFrom(s.devices).Draw(t, "device")
 	key := rapid.SampledFrom(s.keys).Draw(t, "key")
-	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename}).Draw(t, "op"), dev: d.id}
+	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename, opKosyncUser, opKosyncProgress}).Draw(t, "op"), dev: d.id}
 	if op.kind != opReadTime {
 		op.at = d.clock.Now(s.wall(t, d))
 	}
@@ -116,6 +116,8 @@ func (s *simulation) localOp(t *rapid.T) {
 	case opRename:
 		op.text = rapid.SampledFrom(simNames).Draw(t, "name")
 		e, err = crdt.RenameDevice(op.at, op.text)
+	case opKosyncUser, opKosyncProgress:
+		e, err = kosyncOp(t, &op)
 	}
 	if err != nil {
 		t.Fatalf("%s on %v: %v", op.kind, d.id, err)
@@ -188,11 +190,7 @@ func (s *simulation) receive(t *rapid.T, d *simDevice, m message) bool {
 	rid := recordID(in)
 	r := d.records[rid]
 	if r == nil {
-		empty := crdt.DeviceEntry(crdt.Device{ID: in.Device.ID})
-		if in.Kind == crdt.KindBook {
-			empty = crdt.BookEntry(crdt.Book{Key: in.Book.Key})
-		}
-		r = &simRecord{entry: empty, known: map[int]bool{}}
+		r = &simRecord{entry: emptyOf(in), known: map[int]bool{}}
 		d.records[rid] = r
 	}
 	d.clock.Observe(in.MaxTimestamp(), s.wall(t, d))
@@ -228,6 +226,9 @@ func (s *simulation) checkOracle() {
 				if got, vis := r.entry.Book.Visible(), oracleVisible(r.entry.Book.Key, seen); got != vis {
 					s.tb.Fatalf("device %d: Visible() = %v, oracle says %v\nrecord %+v", di, got, vis, r.entry.Book)
 				}
+			}
+			if k, ok := oracleKosync(r.entry, seen); ok {
+				want = k
 			}
 			if !bytes.Equal(encode(s.tb, r.entry), encode(s.tb, want)) {
 				s.tb.Fatalf("device %d disagrees with the oracle over %d operations\n got %+v\nwant %+v", di, len(seen), r.entry, want)

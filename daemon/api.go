@@ -45,6 +45,8 @@ func (d *Daemon) routeTable() []route {
 		{"GET", "/v1/stats/daily", permRead, d.handleDaily},
 		{"POST", "/v1/invite", permAdmin, d.handleInvite},
 		{"POST", "/v1/join", permAdmin, d.handleJoin},
+		{"POST", "/v1/kosync/users", permAdmin, d.handleKosyncAddUser},
+		{"GET", "/v1/kosync/progress", permRead, d.handleKosyncProgress},
 		{"GET", "/v1/openapi.json", permRead, handleOpenAPI},
 	}
 }

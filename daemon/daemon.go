@@ -45,6 +45,16 @@ type Config struct {
 	Peers []string
 	// NoMDNS turns LAN discovery off.
 	NoMDNS bool
+	// Kosync is the address of the KOReader progress-sync listener
+	// ("0.0.0.0:7200"), off when empty. It is meant to be reachable from
+	// the LAN (KOReader devices are other machines) and serves the kosync
+	// protocol only.
+	Kosync string
+	// KosyncRegistration opens POST /users/create on that listener; off,
+	// accounts are made with `danyue kosync adduser`.
+	KosyncRegistration bool
+	// KosyncPrefix serves the protocol under a path prefix ("/kosync").
+	KosyncPrefix string
 	// ClockOffset shifts the daemon's wall clock (DANYUE_CLOCK_OFFSET): a
 	// testing aid for clock-skew scenarios.
 	ClockOffset time.Duration
@@ -76,6 +86,8 @@ type Daemon struct {
 	httpAddr string
 	serveErr chan error
 	wg       sync.WaitGroup
+	// kosyncAddr is the kosync listener's address, if there is one.
+	kosyncAddr string
 }
 
 // Start opens the data dir and starts the API and the peer network. On
@@ -125,6 +137,10 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	if err := d.serveAPI(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if err := d.serveKosync(); err != nil {
 		d.Close()
 		return nil, err
 	}

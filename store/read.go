@@ -87,7 +87,7 @@ func (s *Store) Since(ctx context.Context, after uint64, limit int, fn func(seq 
 					for ; it.Valid(); it.Next() {
 						n++
 					}
-					return s.checkCount(txn, n, crdt.KindBook, crdt.KindDevice)
+					return s.checkCount(txn, n, crdt.Kinds()...)
 				}
 				return nil
 			}
@@ -100,7 +100,7 @@ func (s *Store) Since(ctx context.Context, after uint64, limit int, fn func(seq 
 		if err := s.checkEnd(txn, []byte{pSeq}, last); err != nil || !full {
 			return err
 		}
-		return s.checkCount(txn, n, crdt.KindBook, crdt.KindDevice)
+		return s.checkCount(txn, n, crdt.Kinds()...)
 	})
 }
 

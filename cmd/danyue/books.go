@@ -11,8 +11,8 @@ import (
 func booksCommand() command {
 	return command{
 		name:    "books",
-		usage:   "[--deleted] [--json]",
-		summary: "List the books on the shelf: position, reading time and where they were last read.",
+		usage:   "[--deleted] [--kosync] [--json]",
+		summary: "List the books on the shelf: position, reading time and where they were last read; then what KOReader devices synced.",
 		run:     runBooks,
 	}
 }
@@ -21,6 +21,7 @@ func runBooks(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, booksCommand(), "danyue books --deleted")
 	cf := addClientFlags(fs, e, true)
 	deleted := fs.Bool("deleted", false, "include books removed from the shelf")
+	kosyncOnly := fs.Bool("kosync", false, "list only the KOReader documents (progress synced through --kosync); with --json, as an array")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -30,6 +31,9 @@ func runBooks(ctx context.Context, e *env, args []string) error {
 	}
 	c := cf.client()
 	defer c.Close()
+	if *kosyncOnly {
+		return printKosyncDocuments(ctx, e, c, cf, true)
+	}
 	books, err := c.Books(ctx, *deleted)
 	if err != nil {
 		return cf.explain(err)
@@ -39,14 +43,17 @@ func runBooks(ctx context.Context, e *env, args []string) error {
 	}
 	if len(books) == 0 {
 		fmt.Fprintln(e.stdout, "The shelf is empty.")
-		return nil
+		return printKosyncDocuments(ctx, e, c, cf, false)
 	}
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "TITLE\tAT\tREAD TIME\tLAST READ ON\tKEY")
 	for _, b := range books {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", bookTitle(b), bookAt(b), readTime(b.ReadTime.TotalMs), lastDevice(b), b.Key)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printKosyncDocuments(ctx, e, c, cf, false)
 }
 
 func bookTitle(b api.Book) string {

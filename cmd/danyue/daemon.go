@@ -16,7 +16,7 @@ import (
 func daemonCommand() command {
 	return command{
 		name:    "daemon",
-		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]...",
+		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]... [--kosync ADDRESS [--kosync-registration] [--kosync-prefix PATH]]",
 		summary: "Run the sync daemon of this device in the foreground (until SIGINT or SIGTERM).",
 		run:     runDaemon,
 	}
@@ -39,6 +39,9 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	fs.Var(&listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default /ip4/0.0.0.0/tcp/0 and /ip6/::/tcp/0)")
 	fs.Var(&peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
 	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
+	kosyncAddr := fs.String("kosync", "", "serve KOReader's progress sync on this `ADDRESS` (0.0.0.0:7200: reachable from the LAN, for KOReader devices)")
+	kosyncReg := fs.Bool("kosync-registration", false, "let anyone who reaches --kosync create accounts (default: only danyue kosync adduser does)")
+	kosyncPrefix := fs.String("kosync-prefix", "", "serve the progress sync under this URL `PATH` (/kosync), e.g. behind a reverse proxy")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	pos, err := parseArgs(fs, args)
@@ -70,6 +73,10 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		NoMDNS:          *noMDNS,
 		ClockOffset:     offset,
 		Logger:          logger,
+
+		Kosync:             *kosyncAddr,
+		KosyncRegistration: *kosyncReg,
+		KosyncPrefix:       *kosyncPrefix,
 	})
 	if err != nil {
 		return err

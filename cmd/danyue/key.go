@@ -20,7 +20,7 @@ func keyCommand() command {
 	return command{
 		name:    "key",
 		usage:   "FILE|DIR... [--algo md5|sha256] [--encoding auto|utf-8|gb18030|utf-16] [--json]",
-		summary: "Print the BookKey of text files, or of every .txt file in a directory.",
+		summary: "Print the BookKey of text files (or of every .txt file in a directory), and KOReader's id of each.",
 		run:     runKey,
 	}
 }
@@ -33,7 +33,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 	flags := newFlagSet(e, keyCommand(), "danyue key --json ~/Books")
 	algoName := flags.String("algo", "md5", "hash function, `md5|sha256`")
 	encName := flags.String("encoding", "auto", "text encoding, `auto|utf-8|gb18030|utf-16`: auto follows the BOM, else takes UTF-8 if valid, else GB18030 (which covers GBK); utf-16 follows the BOM, little-endian if none")
-	asJSON := flags.Bool("json", false, "print one JSON object per file: path, key, encoding, utf16Len, bytes")
+	asJSON := flags.Bool("json", false, "print one JSON object per file: path, key, encoding, utf16Len, bytes, koreaderId")
 	dataDirFlag(flags, e) // accepted like everywhere; keying needs no daemon
 	paths, err := parseArgs(flags, args)
 	if err != nil {
@@ -62,7 +62,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 	out := json.NewEncoder(e.stdout)
 	out.SetEscapeHTML(false)
 	for _, f := range files {
-		res, err := keyFile(ctx, f.path, opt, p)
+		res, koid, err := keyFile(ctx, f.path, opt, p)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -73,9 +73,9 @@ func runKey(ctx context.Context, e *env, args []string) error {
 		}
 		p.clearFor(e.stdout)
 		if *asJSON {
-			out.Encode(keyLine{Path: f.path, Key: res.Key, Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes})
+			out.Encode(keyLine{Path: f.path, Key: res.Key, Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes, KOReaderID: koid})
 		} else {
-			fmt.Fprintf(e.stdout, "%s %d %s %s\n", res.Key, res.UTF16Len, res.Encoding, f.path)
+			fmt.Fprintf(e.stdout, "%s %d %s koreader:%s %s\n", res.Key, res.UTF16Len, res.Encoding, koid, f.path)
 		}
 	}
 	if failed {
@@ -91,6 +91,9 @@ type keyLine struct {
 	Encoding string `json:"encoding"`
 	UTF16Len int64  `json:"utf16Len"`
 	Bytes    int64  `json:"bytes"`
+	// KOReaderID is KOReader's partial-MD5 id of the file (of its bytes, not
+	// its text), which kosync knows documents by.
+	KOReaderID string `json:"koreaderId"`
 }
 
 type keyTarget struct {
@@ -134,13 +137,20 @@ func collectFiles(paths []string, report func(string, error)) (files []keyTarget
 	return files, total, sawDir
 }
 
-func keyFile(ctx context.Context, path string, opt bookkey.Options, p *keyProgress) (bookkey.Result, error) {
+// keyFile returns the BookKey of a file and KOReader's id of it, which reads
+// a few samples of the same open file.
+func keyFile(ctx context.Context, path string, opt bookkey.Options, p *keyProgress) (bookkey.Result, string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return bookkey.Result{}, err
+		return bookkey.Result{}, "", err
 	}
 	defer f.Close()
-	return bookkey.Read(ctx, p.reader(f), opt)
+	res, err := bookkey.Read(ctx, p.reader(f), opt)
+	if err != nil {
+		return bookkey.Result{}, "", err
+	}
+	koid, err := bookkey.KOReaderID(f)
+	return res, koid, err
 }
 
 // describeKeyError says what went wrong with one path, without repeating the

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -42,8 +44,9 @@ func TestKeyPrintsOneLinePerFile(t *testing.T) {
 	if res.code != 0 || res.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
 	}
-	want := keyABC + " 3 utf-8 " + filepath.Join(dir, "abc.txt") + "\n" +
-		keyEmpty + " 0 utf-8 " + filepath.Join(dir, "blank.txt") + "\n"
+	// KOReader's id is of the file's bytes: for a small file, their MD5.
+	want := keyABC + " 3 utf-8 koreader:" + md5hex("\uFEFF abc \r\n\r\n") + " " + filepath.Join(dir, "abc.txt") + "\n" +
+		keyEmpty + " 0 utf-8 koreader:" + md5hex(" \r\n\t ") + " " + filepath.Join(dir, "blank.txt") + "\n"
 	if res.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", res.stdout, want)
 	}
@@ -76,8 +79,11 @@ func TestKeyJSON(t *testing.T) {
 	if abc := lines[1]; abc["key"] != "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" {
 		t.Errorf("abc line = %v", abc)
 	}
-	if len(gbk) != 5 {
-		t.Errorf("fields %v, want path, key, encoding, utf16Len, bytes", gbk)
+	if abc := lines[1]; abc["koreaderId"] != md5hex("abc") {
+		t.Errorf("abc line = %v, want koreaderId %s", abc, md5hex("abc"))
+	}
+	if len(gbk) != 6 {
+		t.Errorf("fields %v, want path, key, encoding, utf16Len, bytes, koreaderId", gbk)
 	}
 }
 
@@ -106,10 +112,9 @@ func TestKeyDirectory(t *testing.T) {
 	if res.code != 0 || res.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", res.code, res.stderr)
 	}
-	want := ""
-	for _, name := range []string{"a/deep/two.TXT", "a/one.txt", "b.txt"} {
-		want += keyABC + " 3 utf-8 " + filepath.Join(dir, name) + "\n"
-	}
+	want := keyABC + " 3 utf-8 koreader:" + md5hex("abc") + " " + filepath.Join(dir, "a/deep/two.TXT") + "\n" +
+		keyABC + " 3 utf-8 koreader:" + md5hex("abc\r\n") + " " + filepath.Join(dir, "a/one.txt") + "\n" +
+		keyABC + " 3 utf-8 koreader:" + md5hex("abc") + " " + filepath.Join(dir, "b.txt") + "\n"
 	if res.stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s", res.stdout, want)
 	}
@@ -135,7 +140,8 @@ func TestKeyUnreadableFile(t *testing.T) {
 			t.Errorf("stderr %q lacks %q", res.stderr, want)
 		}
 	}
-	want := keyABC + " 3 utf-8 " + filepath.Join(dir, "a.txt") + "\n" + keyABC + " 3 utf-8 " + filepath.Join(dir, "books", "c.txt") + "\n"
+	line := keyABC + " 3 utf-8 koreader:" + md5hex("abc") + " "
+	want := line + filepath.Join(dir, "a.txt") + "\n" + line + filepath.Join(dir, "books", "c.txt") + "\n"
 	if res.stdout != want {
 		t.Errorf("stdout:\n%s\nwant:\n%s", res.stdout, want)
 	}
@@ -165,4 +171,9 @@ func TestKeyPipedPrintsOnlyResults(t *testing.T) {
 	if res.code != 0 || res.stderr != "" || strings.Count(res.stdout, "\n") != 1 {
 		t.Fatalf("exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
+}
+
+func md5hex(s string) string {
+	sum := md5.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
 }

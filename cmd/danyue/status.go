@@ -42,6 +42,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(tw, "Library\t%s\n", st.Library.ID)
 	fmt.Fprintf(tw, "Books\t%d on the shelf, %d deleted\n", st.Counts.Books, st.Counts.Deleted)
 	fmt.Fprintf(tw, "Peers\t%d connected of %d known\n", st.Counts.PeersConnected, st.Counts.PeersKnown)
+	if st.Kosync != "" {
+		fmt.Fprintf(tw, "KOReader sync\thttp://%s\n", st.Kosync)
+	}
 	if len(st.Addresses) > 0 {
 		fmt.Fprintf(tw, "Listening\t%s\n", strings.Join(st.Addresses, "\n\t"))
 	}

@@ -87,6 +87,9 @@ type Status struct {
 	Counts    Counts   `json:"counts"`
 	Addresses []string `json:"addresses"`
 	Traffic   Traffic  `json:"traffic"`
+	// Kosync is the address KOReader devices sync with, if this daemon
+	// serves kosync.
+	Kosync string `json:"kosync,omitempty"`
 }
 
 // Traffic counts what the sync protocol moved since the daemon started.
@@ -161,6 +164,40 @@ type Joined struct {
 	Library Library `json:"library"`
 }
 
+// KosyncUserRequest is the body of POST /v1/kosync/users: a KOReader
+// progress-sync account. Key is what KOReader sends for the password, the
+// lowercase hex MD5 of it; the daemon keeps only a salted hash of the key.
+type KosyncUserRequest struct {
+	Name *string `json:"name"`
+	Key  *string `json:"key"`
+}
+
+// KosyncUser is the answer of POST /v1/kosync/users.
+type KosyncUser struct {
+	Name string `json:"name"`
+}
+
+// KosyncProgress is one KOReader account's place in one document, as a
+// daemon of the library took it on its kosync listener.
+type KosyncProgress struct {
+	User       string  `json:"user"`
+	Document   string  `json:"document"`   // KOReader's id of the file (see `danyue key`)
+	Progress   string  `json:"progress"`   // opaque: an XPointer or a page number
+	Percentage float64 `json:"percentage"` // in [0, 1]
+	Device     string  `json:"device"`     // the reader device, as KOReader names it
+	DeviceID   string  `json:"deviceId"`
+	At         string  `json:"at"`    // RFC 3339
+	Stamp      string  `json:"stamp"` // as in Position: the larger stamp wins
+	// Daemon and DaemonName are the danyue device that took the write.
+	Daemon     string `json:"daemon"`
+	DaemonName string `json:"daemonName"`
+}
+
+// KosyncProgressList is the answer of GET /v1/kosync/progress.
+type KosyncProgressList struct {
+	Progress []KosyncProgress `json:"progress"`
+}
+
 // Error is the body of every error answer: Code is stable for programs to
 // branch on, Detail is for people.
 type Error struct {
@@ -181,6 +218,7 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeUnsupported  = "unsupported_media_type"
 	CodeBadInvite    = "bad_invite"
+	CodeNameTaken    = "name_taken"
 	CodeUnavailable  = "unavailable"
 	CodeInternal     = "internal"
 )

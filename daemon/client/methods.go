@@ -75,6 +75,20 @@ func (c *Client) Invite(ctx context.Context) (string, error) {
 	return inv.Code, c.Do(ctx, "POST", "/v1/invite", nil, nil, &inv)
 }
 
+// KosyncAddUser creates a KOReader progress-sync account in the library;
+// key is the lowercase hex MD5 of the password, as KOReader sends it. A taken
+// name is an *APIError with Code api.CodeNameTaken.
+func (c *Client) KosyncAddUser(ctx context.Context, name, key string) (api.KosyncUser, error) {
+	var u api.KosyncUser
+	return u, c.Do(ctx, "POST", "/v1/kosync/users", nil, api.KosyncUserRequest{Name: &name, Key: &key}, &u)
+}
+
+// KosyncProgress returns every KOReader account's place in every document.
+func (c *Client) KosyncProgress(ctx context.Context) ([]api.KosyncProgress, error) {
+	var l api.KosyncProgressList
+	return l.Progress, c.Do(ctx, "GET", "/v1/kosync/progress", nil, nil, &l)
+}
+
 // Join moves this device into the library of an invite code.
 func (c *Client) Join(ctx context.Context, code string) (api.Joined, error) {
 	var j api.Joined

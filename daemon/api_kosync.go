@@ -1,0 +1,87 @@
+package daemon
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/kosync"
+)
+
+// The local API's side of KOReader's progress sync: creating accounts (what
+// `danyue kosync adduser` calls, on the unix socket only) and listing every
+// account's documents (what `danyue books` shows).
+
+func (d *Daemon) handleKosyncAddUser(w http.ResponseWriter, r *http.Request) error {
+	var req api.KosyncUserRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	switch {
+	case req.Name == nil:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "name is required")
+	case req.Key == nil:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key is required")
+	}
+	if err := kosync.ValidUserName(*req.Name); err != nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%v", err)
+	}
+	// The API takes only what KOReader would send, so that a password sent
+	// by mistake in place of its MD5 is refused, not kept as a key that no
+	// device will ever send.
+	if !isLowerHexMD5(*req.Key) {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key must be the lowercase hex MD5 of the password (32 digits), as KOReader sends it")
+	}
+	hash, err := kosync.HashKey(*req.Key)
+	if err != nil {
+		return err
+	}
+	switch err := d.createKosyncUser(r.Context(), *req.Name, hash); {
+	case errors.Is(err, kosync.ErrUserExists):
+		return errorf(http.StatusConflict, api.CodeNameTaken, "the KOReader account %q exists already in this library", *req.Name)
+	case errors.Is(err, crdt.ErrInvalid):
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	case err != nil:
+		return err
+	}
+	d.log.Info("kosync account created", "user", *req.Name)
+	writeJSON(w, http.StatusCreated, api.KosyncUser{Name: *req.Name})
+	return nil
+}
+
+func isLowerHexMD5(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) error {
+	v := d.viewer()
+	list := []api.KosyncProgress{}
+	err := d.store.Scan(r.Context(), crdt.KindKosyncProgress, func(e crdt.Entry) error {
+		if p := &e.KosyncProgress; !p.At.IsZero() {
+			list = append(list, api.KosyncProgress{
+				User: p.User, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage,
+				Device: p.Device, DeviceID: p.DeviceID, At: rfc3339(p.At.Wall), Stamp: stamp(p.At),
+				Daemon: p.At.Device.String(), DaemonName: v.name(p.At.Device),
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Most recent first, like the shelf.
+	slices.SortStableFunc(list, func(a, b api.KosyncProgress) int { return strings.Compare(b.Stamp, a.Stamp) })
+	writeJSON(w, http.StatusOK, api.KosyncProgressList{Progress: list})
+	return nil
+}

@@ -1,0 +1,153 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/kosync"
+	"github.com/danyue/danyue/store"
+)
+
+// KOReader's progress sync: the kosync listener (off unless Config.Kosync
+// names an address) and the library operations behind it. Accounts and
+// progress are library records, written through the crdt operations and the
+// store like books, so every daemon of the library serves the same accounts
+// and converges on the newest position.
+
+// serveKosync starts the kosync listener, if one is configured. It serves
+// the protocol and nothing else: the local API never listens there.
+func (d *Daemon) serveKosync() error {
+	if d.cfg.Kosync == "" {
+		return nil
+	}
+	log := d.log.With("component", "kosync")
+	h, err := kosync.New(kosync.Config{
+		Library:      kosyncLibrary{d},
+		Registration: d.cfg.KosyncRegistration,
+		Prefix:       d.cfg.KosyncPrefix,
+		Logger:       log,
+	})
+	if err != nil {
+		return fmt.Errorf("--kosync-prefix: %w", err)
+	}
+	ln, err := net.Listen("tcp", d.cfg.Kosync)
+	if err != nil {
+		return fmt.Errorf("kosync listener: %w", err)
+	}
+	d.kosyncAddr = ln.Addr().String()
+	srv := kosync.NewServer(h, log)
+	d.servers = append(d.servers, srv)
+	d.wg.Go(func() {
+		if err := srv.Serve(kosync.LimitListener(ln, kosync.MaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("kosync listener failed", "addr", d.kosyncAddr, "err", err)
+			select {
+			case d.serveErr <- err:
+			default:
+			}
+		}
+	})
+	prefix, _ := kosync.CleanPrefix(d.cfg.KosyncPrefix)
+	log.Info("serving KOReader progress sync", "addr", d.kosyncAddr, "prefix", prefix, "registration", d.cfg.KosyncRegistration)
+	if d.cfg.KosyncRegistration {
+		log.Warn("kosync registration is open: anyone who reaches the listener can create an account in this library")
+	}
+	return nil
+}
+
+// KosyncAddr returns the address of the kosync listener, if there is one
+// (useful when it was started on port 0).
+func (d *Daemon) KosyncAddr() string { return d.kosyncAddr }
+
+// createKosyncUser adds the account name with the key hash, unless this
+// device already knows the name. Two devices cut off from each other can
+// both create a name; the later account wins everywhere once they meet.
+func (d *Daemon) createKosyncUser(ctx context.Context, name, hash string) error {
+	e, err := crdt.SetKosyncUser(d.stamp(), name, hash)
+	if err != nil {
+		return err
+	}
+	id := e.AppendID(nil)
+	// The check runs inside the store's write, so two requests for one
+	// name cannot both succeed.
+	_, err = d.apply(ctx, store.Batch{Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
+		cur, ok, err := get(id)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !cur.KosyncUser.Auth.At.IsZero() {
+			return nil, fmt.Errorf("kosync user %q: %w", name, kosync.ErrUserExists)
+		}
+		return []crdt.Entry{e}, nil
+	}})
+	return err
+}
+
+// kosyncLibrary is the daemon's library as the kosync protocol sees it.
+type kosyncLibrary struct{ d *Daemon }
+
+var _ kosync.Library = kosyncLibrary{}
+
+func (l kosyncLibrary) UserAuth(ctx context.Context, name string) (string, bool, error) {
+	e, ok, err := l.d.store.Get(ctx, kosyncUserID(name))
+	if err != nil || !ok || e.KosyncUser.Auth.At.IsZero() {
+		return "", false, err
+	}
+	return e.KosyncUser.Auth.Value, true, nil
+}
+
+func (l kosyncLibrary) CreateUser(ctx context.Context, name, hash string) error {
+	return l.d.createKosyncUser(ctx, name, hash)
+}
+
+func (l kosyncLibrary) Progress(ctx context.Context, user, document string) (kosync.Progress, bool, error) {
+	e, ok, err := l.d.store.Get(ctx, kosyncProgressID(user, document))
+	if err != nil || !ok || e.KosyncProgress.At.IsZero() {
+		return kosync.Progress{}, false, err
+	}
+	return progressOf(&e.KosyncProgress), true, nil
+}
+
+// SetProgress stamps the write on the hybrid clock, which orders it after
+// everything this daemon has seen: here it always wins, and elsewhere it
+// wins over every write made before it, whenever they arrive.
+func (l kosyncLibrary) SetProgress(ctx context.Context, user string, p kosync.Progress) (kosync.Progress, error) {
+	e, err := crdt.SetKosyncProgress(l.d.stamp(), crdt.KosyncProgress{
+		User: user, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage, Device: p.Device, DeviceID: p.DeviceID,
+	})
+	if err != nil {
+		return kosync.Progress{}, err
+	}
+	res, err := l.d.apply(ctx, store.Batch{Entries: []crdt.Entry{e}})
+	if err != nil {
+		return kosync.Progress{}, err
+	}
+	stored := e.KosyncProgress
+	for _, c := range res.Changed {
+		if c.Entry.Kind == crdt.KindKosyncProgress && c.Entry.KosyncProgress.User == user && c.Entry.KosyncProgress.Document == p.Document {
+			stored = c.Entry.KosyncProgress
+		}
+	}
+	return progressOf(&stored), nil
+}
+
+func progressOf(p *crdt.KosyncProgress) kosync.Progress {
+	return kosync.Progress{
+		Document: p.Document, Progress: p.Progress, Percentage: p.Percentage, Device: p.Device, DeviceID: p.DeviceID,
+		Time: time.UnixMilli(int64(p.At.Wall)),
+	}
+}
+
+func kosyncUserID(name string) []byte {
+	e := crdt.KosyncUserEntry(crdt.KosyncUser{Name: name})
+	return e.AppendID(nil)
+}
+
+func kosyncProgressID(user, document string) []byte {
+	e := crdt.KosyncProgressEntry(crdt.KosyncProgress{User: user, Document: document})
+	return e.AppendID(nil)
+}
