@@ -26,6 +26,7 @@ func main() {
 	flag.IntVar(&p.Books, "books", 10000, "books written on one side of a partition, for convergence after heal")
 	flag.IntVar(&p.Writes, "writes", 100, "position writes timed by the propagation scenario")
 	flag.Uint64Var(&p.Seed, "seed", 0, "seed of the convergence scenario (0: random)")
+	flag.BoolVar(&p.Strict, "strict", true, "fail a scenario that misses its time target (discovery 1s, p99 propagation 100ms, heal 2s)")
 	verbose := flag.Bool("v", false, "print every log line, the daemons' included, as it comes")
 	run := flag.String("run", "", "run only the scenarios whose name matches this `regexp`")
 	flag.Usage = func() {
