@@ -115,8 +115,9 @@ func (o Options) check() error {
 
 // Result is the BookKey of a text and what was measured on the way.
 type Result struct {
-	// Key is "md5:<32 hex digits>" or "sha256:<64 hex digits>".
-	Key string
+	// Key is the BookKey: "md5:<32 hex digits>" or "sha256:<64 hex
+	// digits>" in its text form.
+	Key Key
 	// Encoding is the encoding the input was decoded from.
 	Encoding Encoding
 	// UTF16Len is the length of the normalized text in UTF-16 code units, the
@@ -126,14 +127,40 @@ type Result struct {
 	Bytes int64
 }
 
+// Key is a BookKey: the hash function and the digest. It is a value, so that
+// keying allocates nothing; String gives the text form.
+type Key struct {
+	algo Algo
+	n    uint8
+	sum  [32]byte
+}
+
+func makeKey(a Algo, sum []byte) Key {
+	k := Key{algo: a, n: uint8(len(sum))}
+	copy(k.sum[:], sum)
+	return k
+}
+
+// String returns "md5:<hex>" or "sha256:<hex>".
+func (k Key) String() string {
+	var b [len("sha256:") + 64]byte
+	n := copy(b[:], k.algo.String())
+	b[n] = ':'
+	n++
+	n += hex.Encode(b[n:], k.sum[:k.n])
+	return string(b[:n])
+}
+
+// MarshalText makes a Key print as its text form in JSON and elsewhere.
+func (k Key) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
 // ErrNotSeekable is returned in Auto mode when the input turns out not to be
 // UTF-8 and the reader cannot seek back to read it again as GB18030. Key such
 // input with an explicit Options.Encoding.
 var ErrNotSeekable = errors.New("bookkey: input is not utf-8 and the reader cannot seek back to read it as gb18030; give the encoding")
 
 // keyers holds idle keyers: the buffers and hash states are the only memory a
-// call needs, so reusing them makes keying allocation-free but for the key
-// string.
+// call needs, so reusing them makes keying allocation-free.
 var keyers = sync.Pool{New: func() any { return newKeyer(defaultBufSize) }}
 
 // Read keys the text r yields until io.EOF, in one pass and in memory that
@@ -159,14 +186,4 @@ func String(s string, opt Options) Result {
 		panic(err)
 	}
 	return res
-}
-
-// formatKey makes the key string: the one allocation of a call.
-func formatKey(a Algo, sum []byte) string {
-	var b [len("sha256:") + 64]byte
-	n := copy(b[:], a.String())
-	b[n] = ':'
-	n++
-	n += hex.Encode(b[n:], sum)
-	return string(b[:n])
 }

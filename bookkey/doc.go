@@ -72,8 +72,8 @@
 // # Resources
 //
 // A call uses fixed buffers (about 600 KiB, reused from call to call) and
-// allocates only the key string, however long the text and however long a
-// run of blank space in it: a blank run that may turn out to be trailing is
+// allocates nothing (the Key is a value; its text form is made on demand),
+// however long the text and however long a run of blank space in it: a blank run that may turn out to be trailing is
 // hashed as it comes, after saving the hash state at its start, which is put
 // back if the text ends inside the run.
 //

@@ -63,7 +63,7 @@ func (k *keyer) pass(ctx context.Context, src io.Reader, strict bool) (Result, e
 	}
 	k.submit(j)
 	return Result{
-		Key:      formatKey(k.algo, k.sum),
+		Key:      makeKey(k.algo, k.sum),
 		UTF16Len: k.cnt.units, // an incomplete sequence still pending is not counted
 		Bytes:    k.emitted - k.runLen,
 	}, nil

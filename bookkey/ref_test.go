@@ -50,7 +50,7 @@ func refKey(raw []byte, opt Options) Result {
 	}
 	norm := refNormalize(text)
 	n, _ := refUTF16Len(norm)
-	return Result{Key: refHash(norm, opt.Algo), Encoding: enc, UTF16Len: n, Bytes: int64(len(norm))}
+	return Result{Key: refDigest(norm, opt.Algo), Encoding: enc, UTF16Len: n, Bytes: int64(len(norm))}
 }
 
 func mustDecode(b []byte, err error) string {
@@ -66,6 +66,17 @@ func refNormalize(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.Trim(s, " \t\n")
+}
+
+// refDigest is refHash as a Key, which the reference path builds from the
+// digest it computes itself.
+func refDigest(s string, a Algo) Key {
+	if a == SHA256 {
+		sum := sha256.Sum256([]byte(s))
+		return makeKey(a, sum[:])
+	}
+	sum := md5.Sum([]byte(s))
+	return makeKey(a, sum[:])
 }
 
 func refHash(s string, a Algo) string {

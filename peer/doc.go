@@ -17,6 +17,14 @@
 // A device is named by DeviceIDOf(peer id); an invite code (EncodeInvite)
 // carries the library and, as a hint, the inviter's peer id and addresses.
 //
+// Static peers, peers given to Connect and every peer that has completed a
+// hello (a member) are kept connected: when a member is lost it is redialled
+// every second for two minutes, then with the backoff above, so a healed
+// network or a device back from a short absence is found within a second or
+// two. When a member opens its pull on a newer connection than ours, it has
+// given the older one up (often after a partition only its side noticed),
+// and our pull's older connection is closed so that ours moves too.
+//
 // # The sync protocol, /danyue/sync/1
 //
 // Each side of a connection pulls from the other on a stream it opens, so a
@@ -36,7 +44,10 @@
 // new" rather than "malformed"), the library id, and that the device id is
 // the one of the authenticated peer, and answers with its own Hello (from:
 // where its batches start; 0 when the puller's cursor is of another epoch of
-// its store, or past its end) or with an Error frame and closes. Both sides
+// its store, or past its end) or with an Error frame and closes. A puller's
+// hello also says how far its own store goes: if that is behind our cursor
+// into the same epoch, its store was restored from an old copy, and our pull
+// from it starts over from 0. Both sides
 // log a refusal and report it as a PeerRefused event (ErrPeerTooOld,
 // ErrPeerTooNew, ErrOtherLibrary, ErrDeviceMismatch).
 //
@@ -64,7 +75,8 @@
 // frame, once its length has arrived or once it is being written, within
 // frameTimeout. Between frames a stream waits without a deadline: push
 // streams are idle most of the time, and yamux keepalives notice dead
-// connections. Nothing in this package polls: while its peers are connected
-// and nothing changes, its goroutines block on channels; only mDNS queries
-// repeat, backing off to one every 4 minutes.
+// connections. Nothing in this package polls while its peers are connected
+// and nothing changes: its goroutines block on channels, and only mDNS
+// queries repeat, backing off to one every 4 minutes. Dials repeat only
+// while a kept peer is missing.
 package peer

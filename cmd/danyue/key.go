@@ -73,7 +73,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 		}
 		p.clearFor(e.stdout)
 		if *asJSON {
-			out.Encode(keyLine{Path: f.path, Key: res.Key, Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes, KOReaderID: koid})
+			out.Encode(keyLine{Path: f.path, Key: res.Key.String(), Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes, KOReaderID: koid})
 		} else {
 			fmt.Fprintf(e.stdout, "%s %d %s koreader:%s %s\n", res.Key, res.UTF16Len, res.Encoding, koid, f.path)
 		}

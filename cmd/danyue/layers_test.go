@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLayers enforces DESIGN "Layers" over the whole module: dependencies
+// point downward only, and every package has exactly one package doc that
+// says what it is for (STYLE habit 7).
+func TestLayers(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", "github.com/danyue/danyue/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	const mod = "github.com/danyue/danyue/"
+	// allowed lists, for each package, the project packages its non-test
+	// files may import; a package missing here is a new package that must
+	// be placed in the layering.
+	allowed := map[string][]string{
+		"crdt":                nil,
+		"bookkey":             nil,
+		"store":               {"crdt"},
+		"peer":                {"crdt"},
+		"daemon/api":          nil,
+		"daemon/client":       {"daemon/api"},
+		"daemon/kosync":       {"crdt"},
+		"daemon":              {"crdt", "store", "peer", "daemon/api", "daemon/kosync"},
+		"cmd/danyue":          {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
+		"testnet":             {"daemon", "daemon/api", "daemon/client", "crdt"},
+		"testnet/cmd/testnet": {"testnet"},
+	}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	seen := 0
+	for dec.More() {
+		var p struct {
+			ImportPath string
+			Dir        string
+			GoFiles    []string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		name := strings.TrimPrefix(p.ImportPath, mod)
+		ok, known := allowed[name]
+		if !known {
+			t.Errorf("package %s is not placed in the layering (add it to this test, below what imports it)", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			dep, inProject := strings.CutPrefix(imp, mod)
+			if inProject && !slices.Contains(ok, dep) {
+				t.Errorf("%s imports %s: dependencies point downward only (DESIGN, Layers)", name, dep)
+			}
+		}
+		docs := 0
+		for _, f := range p.GoFiles {
+			file, err := parser.ParseFile(token.NewFileSet(), filepath.Join(p.Dir, f), nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if file.Doc != nil {
+				docs++
+			}
+		}
+		if docs != 1 {
+			t.Errorf("package %s has %d package doc comments, want exactly one", name, docs)
+		}
+	}
+	if seen < len(allowed) {
+		t.Errorf("go list found %d packages, the layering names %d", seen, len(allowed))
+	}
+}
