@@ -103,3 +103,11 @@ func ctxT(t testing.TB) context.Context {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// count returns the number of event subscribers, so a test can wait until
+// its stream is open.
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}

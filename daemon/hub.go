@@ -52,10 +52,3 @@ func (h *hub) publish(e Event) {
 		}
 	}
 }
-
-// count returns the number of subscribers.
-func (h *hub) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}

@@ -62,9 +62,8 @@ func (s *Store) Scan(ctx context.Context, kind crdt.Kind, fn func(crdt.Entry) er
 }
 
 type scanRef struct {
-	key  []byte // the record key, 'r' + id
-	seq  uint64
-	data []byte
+	key []byte // the record key, 'r' + id
+	seq uint64
 }
 
 type scanner struct {

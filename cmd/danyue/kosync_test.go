@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -22,23 +20,6 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// runCLIInput runs the built binary with stdin.
-func runCLIInput(t *testing.T, stdin string, args ...string) cliResult {
-	t.Helper()
-	cmd := exec.Command(danyueBin, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if exitErr, ok := err.(*exec.ExitError); ok {
-		code = exitErr.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
 }
 
 // koreaderStatus sends a request to a kosync listener as KOReader does and
@@ -67,7 +48,7 @@ func TestCLIKosync(t *testing.T) {
 	d := startDaemonProc(t, "nas", "--kosync", addr)
 	url := "http://" + addr
 
-	res := runCLIInput(t, "correct horse battery staple\n", "kosync", "adduser", "alice", "--password-stdin", "--data", d.data)
+	res := runCLIWith(t, nil, "correct horse battery staple\n", "kosync", "adduser", "alice", "--password-stdin", "--data", d.data)
 	if res.code != 0 || !strings.Contains(res.stdout, `Created the KOReader account "alice"`) {
 		t.Fatalf("adduser: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
@@ -80,7 +61,7 @@ func TestCLIKosync(t *testing.T) {
 		t.Fatalf("the line end became part of the password: %d", s)
 	}
 
-	res = runCLIInput(t, "other\n", "kosync", "adduser", "alice", "--password-stdin", "--data", d.data)
+	res = runCLIWith(t, nil, "other\n", "kosync", "adduser", "alice", "--password-stdin", "--data", d.data)
 	if res.code != 1 || !strings.Contains(res.stderr, `"alice" exists already`) {
 		t.Fatalf("adduser of a taken name: exit %d, stderr %q", res.code, res.stderr)
 	}
@@ -97,12 +78,12 @@ func TestCLIKosync(t *testing.T) {
 		{"pw\n", []string{"kosync", "deluser", "bob"}, 2, "unknown kosync subcommand"},
 		{"pw\n", []string{"kosync", "adduser", " bob", "--password-stdin"}, 2, "blanks"},
 	} {
-		res := runCLIInput(t, tt.stdin, append(tt.args, "--data", d.data)...)
+		res := runCLIWith(t, nil, tt.stdin, append(tt.args, "--data", d.data)...)
 		if res.code != tt.code || !strings.Contains(res.stderr, tt.want) {
 			t.Errorf("danyue %s: exit %d, stderr %q; want %d and %q", strings.Join(tt.args, " "), res.code, res.stderr, tt.code, tt.want)
 		}
 	}
-	if res := runCLIInput(t, "pw\n", "kosync", "adduser", "bob", "--password-stdin", "--data", t.TempDir()); res.code != 1 || !strings.Contains(res.stderr, "no daemon is running") {
+	if res := runCLIWith(t, nil, "pw\n", "kosync", "adduser", "bob", "--password-stdin", "--data", t.TempDir()); res.code != 1 || !strings.Contains(res.stderr, "no daemon is running") {
 		t.Errorf("adduser without a daemon: exit %d, stderr %q", res.code, res.stderr)
 	}
 

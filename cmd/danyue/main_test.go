@@ -42,8 +42,15 @@ type cliResult struct {
 // runCLI runs the built binary with args and the given extra environment.
 func runCLI(t *testing.T, env []string, args ...string) cliResult {
 	t.Helper()
+	return runCLIWith(t, env, "", args...)
+}
+
+// runCLIWith runs the built binary with args, extra environment and stdin.
+func runCLIWith(t *testing.T, env []string, stdin string, args ...string) cliResult {
+	t.Helper()
 	cmd := exec.CommandContext(context.Background(), danyueBin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
