@@ -48,32 +48,9 @@ func kosyncProgressGen(anyKey bool) *rapid.Generator[crdt.KosyncProgress] {
 // too, including writes with equal timestamps and other contents, which the
 // tie-break by content must order the same way on every replica.
 func TestKosyncMergeIsASemilattice(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		kind := rapid.SampledFrom([]*rapid.Generator[crdt.Entry]{
-			rapid.Map(genKosyncUser, crdt.KosyncUserEntry),
-			rapid.Map(genKosyncProgress, crdt.KosyncProgressEntry),
-		}).Draw(t, "kind")
-		a, b, c := kind.Draw(t, "a"), kind.Draw(t, "b"), kind.Draw(t, "c")
-		if rapid.Bool().Draw(t, "b twins a") {
-			b = kosyncTwin(t, a)
-		}
-		if ab, ba := merged(t, a, b), merged(t, b, a); !sameBytes(t, ab, ba) {
-			t.Fatalf("not commutative:\na⊔b %+v\nb⊔a %+v", ab, ba)
-		}
-		if l, r := merged(t, merged(t, a, b), c), merged(t, a, merged(t, b, c)); !sameBytes(t, l, r) {
-			t.Fatalf("not associative:\n(a⊔b)⊔c %+v\na⊔(b⊔c) %+v", l, r)
-		}
-		if aa := merged(t, a, a); !sameBytes(t, aa, a) {
-			t.Fatalf("not idempotent: a⊔a %+v", aa)
-		}
-		ab := merged(t, a, b)
-		if abb := merged(t, ab, b); !sameBytes(t, abb, ab) {
-			t.Fatalf("merging b again changed a⊔b")
-		}
-		if err := ab.Validate(); err != nil {
-			t.Fatalf("a⊔b is invalid: %v", err)
-		}
-	})
+	checkSemilattice(t, kosyncTwin,
+		rapid.Map(genKosyncUser, crdt.KosyncUserEntry),
+		rapid.Map(genKosyncProgress, crdt.KosyncProgressEntry))
 }
 
 // kosyncTwin returns e with the same timestamp and other contents.
