@@ -21,7 +21,7 @@ const syncBenchBooks = 100_000
 
 // fillBooks writes n books straight into d's store, in batches, as if the
 // daemon had been used for years.
-func fillBooks(b *testing.B, d *testDaemon, n int) {
+func fillBooks(b testing.TB, d *testDaemon, n int) {
 	b.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += store.MaxBatchEntries {
@@ -138,7 +138,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-func mustInvite(b *testing.B, code string) peer.Invite {
+func mustInvite(b testing.TB, code string) peer.Invite {
 	inv, err := peer.DecodeInvite(code)
 	if err != nil {
 		b.Fatal(err)

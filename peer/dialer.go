@@ -147,6 +147,7 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	addrs := append([]ma.Multiaddr(nil), st.addrs...)
 	attempt := st.dialCount
 	st.dialCount++
+	st.dialsActive++
 	n.mu.Unlock()
 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -155,6 +156,8 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	err := n.host.Connect(dctx, lpeer.AddrInfo{ID: st.id, Addrs: addrs})
 
 	n.mu.Lock()
+	st.dialsActive--
+	n.progressedLocked()
 	// Even after a success the next dial waits: the connection event may
 	// not have arrived yet, and the keeper must not dial again meanwhile.
 	delay := dialBackoff.delay(attempt)

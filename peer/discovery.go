@@ -99,6 +99,7 @@ func (d *discovery) close() {
 func (d *discovery) queryLoop() {
 	for attempt := 0; ; attempt++ {
 		d.queryOnce()
+		d.n.firstDiscoveryDone()
 		t := time.NewTimer(queryBackoff.delay(attempt))
 		select {
 		case <-t.C:

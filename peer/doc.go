@@ -25,18 +25,21 @@
 // given the older one up (often after a partition only its side noticed),
 // and our pull's older connection is closed so that ours moves too.
 //
-// # The sync protocol, /danyue/sync/1
+// # The sync protocol, /danyue/sync/2 (and /danyue/sync/1)
 //
 // Each side of a connection pulls from the other on a stream it opens, so a
-// connection carries two streams, one per direction. A stream is a sequence
-// of frames: a 4-byte big-endian length (at most MaxFrame, checked before
-// anything is allocated) and a deterministic CBOR map holding exactly one of
+// connection carries two streams, one per direction. The puller offers both
+// protocol ids and libp2p's negotiation picks the newest the sender speaks;
+// the hellos carry that version. A stream is a sequence of frames: a 4-byte
+// big-endian length (at most MaxFrame, checked before anything is
+// allocated) and a deterministic CBOR map holding exactly one of
 //
 //	1 Hello  {0 version, 1 library id, 2 device id, 3 name, 4 store epoch,
 //	          5 last sequence number, 6 wall clock ms, 7 want epoch,
 //	          8 want seq, 9 from}
 //	2 Batch  {0 epoch, 1 seq, 2 last, 3 [encoded records]}
 //	3 Error  {0 code, 1 min version, 2 version, 3 message}
+//	4 Ack    {0 epoch, 1 seq}  (version 2)
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the
@@ -60,7 +63,11 @@
 // of a batch (crdt.Decode) before applying any, and applies the batch and
 // the cursor advance in one Store.ApplyRemote call. A bad frame or record
 // closes the stream with the reason logged and nothing of that batch applied;
-// the puller reopens it with backoff.
+// the puller reopens it with backoff. On a version 2 stream the puller
+// answers every batch it has applied with an Ack of its seq, so the sender
+// knows how far it is delivered (PeerInfo.Delivered; what SyncOnce waits
+// for). An ack that names another epoch, goes back, or passes what the
+// stream sent ends the stream.
 //
 // A merge that changes local state is a local change with a new sequence
 // number, so changes relay through intermediate devices (A-B-C converges

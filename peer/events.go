@@ -34,6 +34,15 @@ type PeerInfo struct {
 	Merged     uint64
 	RemoteLast uint64
 	CaughtUp   bool
+	// Delivery to this peer, known if Acknowledges (it speaks sync protocol
+	// 2): Acked is our sequence number it has merged up to, as it last
+	// acknowledged, and Delivered says that its pull from us runs on the
+	// current connection and has merged our last change.
+	Acknowledges bool
+	Acked        uint64
+	Delivered    bool
+	// Records received from and sent to it since the node started.
+	RecordsIn, RecordsOut uint64
 	// LastError is the last reason a dial or sync stream to it failed, empty
 	// once it works again.
 	LastError string

@@ -52,6 +52,7 @@ type wireFrame struct {
 	Hello *wireHello `cbor:"1,keyasint,omitempty"`
 	Batch *wireBatch `cbor:"2,keyasint,omitempty"`
 	Error *wireError `cbor:"3,keyasint,omitempty"`
+	Ack   *wireAck   `cbor:"4,keyasint,omitempty"`
 }
 
 // wireHello opens a stream in both directions. Key 0 (the version) must keep
@@ -84,6 +85,14 @@ type wireBatch struct {
 	Seq     uint64   `cbor:"1,keyasint"`
 	Last    uint64   `cbor:"2,keyasint,omitempty"`
 	Records [][]byte `cbor:"3,keyasint,omitempty"`
+}
+
+// wireAck is sent by the puller, on streams of protocol version 2 and
+// later, after it has applied a batch: everything up to Seq of the sender's
+// store (of Epoch) is merged and durable here.
+type wireAck struct {
+	Epoch uint64 `cbor:"0,keyasint"`
+	Seq   uint64 `cbor:"1,keyasint"`
 }
 
 // wireError is the last frame of a refused stream.
@@ -206,7 +215,7 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("decode frame: %w", err)
 	}
 	n := 0
-	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil} {
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil} {
 		if set {
 			n++
 		}

@@ -8,19 +8,36 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// ProtocolID is the libp2p protocol of danyue sync.
-const ProtocolID = "/danyue/sync/1"
+// ProtocolID is the libp2p protocol of danyue sync at the newest version this
+// build speaks; protocolIDs lists every version it speaks, newest first.
+// Each version has its own libp2p protocol id, so that libp2p's protocol
+// negotiation picks the newest both sides speak before the first frame.
+const ProtocolID = "/danyue/sync/2"
+
+var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/1"}
 
 // ProtocolVersion is the version of the sync protocol this build speaks, sent
 // in every hello. A peer outside [MinProtocolVersion, ProtocolVersion] is
-// refused with an Error frame that says which side is too old.
+// refused with an Error frame that says which side is too old. Version 2
+// adds the puller's Ack frames (see wireAck); a stream's version is the one
+// its protocol id names.
 const (
-	ProtocolVersion    = 1
+	ProtocolVersion    = 2
 	MinProtocolVersion = 1
 )
+
+// streamVersion is the sync protocol version agreed for s.
+func streamVersion(s network.Stream) uint64 {
+	if s.Protocol() == protocolIDs[1] {
+		return 1
+	}
+	return ProtocolVersion
+}
 
 // Errors of the hello exchange, seen from this device. Both sides of a
 // refused stream log them, and callers branch on them (a version mismatch is

@@ -67,7 +67,7 @@ func TestReadHello(t *testing.T) {
 		body []byte
 		want error
 	}{
-		{"version 2 with unknown fields", futureHello(t, 2, lib, dev), ErrPeerTooNew},
+		{"a newer version with unknown fields", futureHello(t, ProtocolVersion+1, lib, dev), ErrPeerTooNew},
 		{"version 0", mod(func(h *wireHello) { h.Version = 0 }), ErrPeerTooOld},
 		{"another library", mod(func(h *wireHello) { h.Library = make([]byte, 16) }), ErrOtherLibrary},
 		{"short library id", mod(func(h *wireHello) { h.Library = lib.ID[:8] }), ErrOtherLibrary},
@@ -76,7 +76,7 @@ func TestReadHello(t *testing.T) {
 		{"name too long", mod(func(h *wireHello) { h.Name = string(make([]byte, 200)) }), ErrProtocol},
 		{"unknown field in a current hello", futureHello(t, ProtocolVersion, lib, dev), ErrProtocol},
 		{"not a hello", errBody(nil), ErrProtocol},
-		{"refused: needs a newer build", errBody(&wireError{Code: codeVersion, MinVersion: 2, Version: 3}), ErrPeerTooNew},
+		{"refused: needs a newer build", errBody(&wireError{Code: codeVersion, MinVersion: ProtocolVersion + 1, Version: ProtocolVersion + 2}), ErrPeerTooNew},
 		{"refused: the peer is older", errBody(&wireError{Code: codeVersion, MinVersion: 0, Version: 0}), ErrPeerTooOld},
 		{"refused: not our library", errBody(&wireError{Code: codeLibrary, Message: "x"}), ErrOtherLibrary},
 		{"refused: other", errBody(&wireError{Code: 77, Message: "no"}), ErrRefused},
@@ -241,7 +241,7 @@ func TestRefusalsPullerSide(t *testing.T) {
 	}{
 		{"sender requires a newer version", func(t *testing.T, lib Library, r host.Host) []byte {
 			var b bytes.Buffer
-			appendFrame(&b, &wireFrame{Error: &wireError{Code: codeVersion, MinVersion: 2, Version: 2, Message: "upgrade"}})
+			appendFrame(&b, &wireFrame{Error: &wireError{Code: codeVersion, MinVersion: ProtocolVersion + 1, Version: ProtocolVersion + 1, Message: "upgrade"}})
 			return b.Bytes()[4:]
 		}, ErrPeerTooNew},
 		{"sender speaks a newer version", func(t *testing.T, lib Library, r host.Host) []byte {

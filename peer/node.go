@@ -78,6 +78,11 @@ type Node struct {
 
 	mu    sync.Mutex
 	peers map[lpeer.ID]*peerState
+	// progress is closed, and replaced, whenever sync progress changes
+	// (see SyncState).
+	progress chan struct{}
+	// discovered: mDNS has finished its first query round (or is off).
+	discovered bool
 
 	stats stats
 }
@@ -119,22 +124,27 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("new node: subscribe to connection events: %w", err)
 	}
 	n := &Node{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		now:       cfg.Now,
-		host:      h,
-		self:      DeviceIDOf(h.ID()),
-		store:     cfg.Store,
-		sub:       sub,
-		events:    newEventQueue(cfg.OnEvent),
-		peers:     make(map[lpeer.ID]*peerState),
-		eventsEnd: make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		host:     h,
+		self:     DeviceIDOf(h.ID()),
+		store:    cfg.Store,
+		sub:      sub,
+		events:   newEventQueue(cfg.OnEvent),
+		peers:    make(map[lpeer.ID]*peerState),
+		progress: make(chan struct{}),
+		// Without mDNS there is no first round to wait for.
+		discovered: !cfg.MDNS,
+		eventsEnd:  make(chan struct{}),
 	}
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
 	n.spawn(n.watchConnections)
-	h.SetStreamHandler(ProtocolID, n.handleSync)
+	for _, id := range protocolIDs {
+		h.SetStreamHandler(id, n.handleSync)
+	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs())
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -144,6 +154,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.MDNS {
 		n.disc = n.startDiscovery()
+		if len(n.disc.ifaces) == 0 {
+			n.firstDiscoveryDone() // nothing to query
+		}
 	}
 	return n, nil
 }
@@ -180,7 +193,9 @@ func (n *Node) Close() error {
 		n.closed = true
 		n.trackMu.Unlock()
 		n.cancel()
-		n.host.RemoveStreamHandler(ProtocolID)
+		for _, id := range protocolIDs {
+			n.host.RemoveStreamHandler(id)
+		}
 		if n.disc != nil {
 			n.disc.close()
 		}

@@ -58,6 +58,12 @@ type peerState struct {
 	skewWarned  bool // PeerClockSkewed was emitted for this connection
 	merged      uint64
 	remoteLast  uint64
+	recordsIn   uint64 // records received from it, since the node started
+	recordsOut  uint64 // records sent to it
+	version     uint64 // of our pull stream from it: 2 and up acknowledge
+	theyPull    bool   // its pull from us has said hello on this connection
+	acked       uint64 // our sequence number it has merged up to
+	dialsActive int    // dials to it under way
 
 	echo echoSet
 }
@@ -112,6 +118,7 @@ func (n *Node) onConnected(id lpeer.ID) {
 	}
 	now := n.now()
 	st.connected, st.connectedAt, st.lastSeen, st.lastErr = true, now, now, ""
+	n.progressedLocked()
 	ctx, cancel := context.WithCancel(n.ctx)
 	st.cancelConn = cancel
 	// One pull loop per peer at a time: the loop of a previous connection
@@ -148,7 +155,8 @@ func (n *Node) onDisconnected(id lpeer.ID) {
 		st.dialCount, st.nextDial = 0, time.Time{}
 	}
 	announced := st.announced
-	st.announced, st.skewWarned = false, false
+	st.announced, st.skewWarned, st.theyPull = false, false, false
+	n.progressedLocked()
 	info := n.info(st)
 	n.mu.Unlock()
 	// What the peer was sent back is only known while connected: drop it
@@ -178,19 +186,27 @@ func (n *Node) Peers() []PeerInfo {
 // info snapshots st. n.mu must be held.
 func (n *Node) info(st *peerState) PeerInfo {
 	pi := PeerInfo{
-		Device:      st.device,
-		Name:        st.name,
-		ID:          st.id,
-		Connected:   st.connected,
-		Kept:        st.kept,
-		LastSeen:    st.lastSeen,
-		ClockOffset: st.clockOffset,
-		ClockKnown:  st.clockKnown,
-		ClockSkewed: st.clockKnown && st.clockOffset.Abs() > MaxClockOffset,
-		Merged:      st.merged,
-		RemoteLast:  st.remoteLast,
-		CaughtUp:    st.announced && st.merged >= st.remoteLast,
-		LastError:   st.lastErr,
+		Device:       st.device,
+		Name:         st.name,
+		ID:           st.id,
+		Connected:    st.connected,
+		Kept:         st.kept,
+		LastSeen:     st.lastSeen,
+		ClockOffset:  st.clockOffset,
+		ClockKnown:   st.clockKnown,
+		ClockSkewed:  st.clockKnown && st.clockOffset.Abs() > MaxClockOffset,
+		Merged:       st.merged,
+		RemoteLast:   st.remoteLast,
+		CaughtUp:     st.announced && st.merged >= st.remoteLast,
+		Acknowledges: st.version >= 2,
+		Acked:        st.acked,
+		RecordsIn:    st.recordsIn,
+		RecordsOut:   st.recordsOut,
+		LastError:    st.lastErr,
+	}
+	if st.version >= 2 && st.theyPull {
+		last, _ := n.store.Watch()
+		pi.Delivered = st.acked >= last
 	}
 	if st.connected {
 		for _, c := range n.host.Network().ConnsToPeer(st.id) {

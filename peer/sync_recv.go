@@ -60,11 +60,12 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	ctx, cancelPull := context.WithCancel(ctx)
 	defer cancelPull()
 	hctx, cancel := context.WithTimeout(network.WithNoDial(ctx, "sync runs on existing connections"), handshakeTimeout)
-	s, err := n.host.NewStream(hctx, st.id, ProtocolID)
+	s, err := n.host.NewStream(hctx, st.id, protocolIDs...)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("open sync stream: %w", err)
 	}
+	version := streamVersion(s)
 	n.mu.Lock()
 	st.pullConn, st.cancelPull = s.Conn(), cancelPull
 	resendAll := st.resendAll
@@ -97,7 +98,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	}
 	last, _ := n.store.Watch()
 	mine := hello{
-		Version: ProtocolVersion, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor,
 	}
 	var out bytes.Buffer
@@ -141,7 +142,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		st.resendAll = false
 		n.mu.Unlock()
 	}
-	n.helloDone(st, theirs, clockOffset(theirs.Wall, sent, received), cursor)
+	n.helloDone(st, theirs, version, clockOffset(theirs.Wall, sent, received), cursor)
 
 	for {
 		body, err := fr.next()
@@ -179,7 +180,20 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		cursor = b.Seq
 		n.mu.Lock()
 		st.merged, st.remoteLast, st.lastSeen = cursor, max(b.Last, cursor), n.now()
+		st.recordsIn += uint64(len(entries))
+		n.progressedLocked()
 		n.mu.Unlock()
+		if version >= 2 {
+			// Tells the sender how far it is delivered (SyncOnce waits on
+			// it): what was applied above is durable.
+			out.Reset()
+			if err := appendFrame(&out, &wireFrame{Ack: &wireAck{Epoch: b.Epoch, Seq: b.Seq}}); err != nil {
+				return err
+			}
+			if err := n.writeFrame(s, out.Bytes()); err != nil {
+				return fmt.Errorf("send ack: %w", err)
+			}
+		}
 	}
 }
 
@@ -198,14 +212,16 @@ func decodeRecords(records [][]byte) ([]crdt.Entry, error) {
 
 // helloDone records what a completed hello told about st, and announces the
 // peer once per connection.
-func (n *Node) helloDone(st *peerState, h hello, offset time.Duration, cursor uint64) {
+func (n *Node) helloDone(st *peerState, h hello, version uint64, offset time.Duration, cursor uint64) {
 	n.mu.Lock()
+	st.version = version
 	st.member = true
 	startKeeper := n.keepLocked(st)
 	st.name, st.clockOffset, st.clockKnown = h.Name, offset, true
 	st.merged, st.remoteLast, st.lastSeen, st.lastErr = cursor, h.Last, n.now(), ""
 	first := !st.announced && st.connected
 	st.announced = st.announced || st.connected
+	n.progressedLocked()
 	info := n.info(st)
 	warn := info.ClockSkewed && !st.skewWarned
 	st.skewWarned = info.ClockSkewed

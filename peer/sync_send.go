@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -122,8 +123,9 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 		// puller's position means nothing here, so send everything.
 		cursor = 0
 	}
+	version := streamVersion(s)
 	mine := hello{
-		Version: ProtocolVersion, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor,
 	}
 	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
@@ -134,15 +136,21 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 	}
 	s.SetDeadline(time.Time{})
 
-	// The puller sends nothing more but an Error frame or the end of the
-	// stream; either ends this side too.
-	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, remote) }) {
+	n.mu.Lock()
+	st := n.peer(remote)
+	// The puller's cursor is its own word on how far it has merged us.
+	st.theyPull, st.acked = true, cursor
+	n.progressedLocked()
+	n.mu.Unlock()
+	acks := &streamAcks{epoch: epoch, enabled: version >= 2}
+	acks.sent.Store(cursor)
+	acks.acked = cursor
+	// The puller sends nothing more but acks, an Error frame or the end of
+	// the stream; the last two end this side too.
+	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks) }) {
 		return false, nil
 	}
-	n.mu.Lock()
-	echo := &n.peer(remote).echo
-	n.mu.Unlock()
-	snd := sender{n: n, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: echo}
+	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, acks: acks}
 	for {
 		last, changed := n.store.Watch()
 		if n.store.Epoch() != epoch {
@@ -162,26 +170,68 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 	}
 }
 
-func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *frameReader, remote lpeer.ID) {
+func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *frameReader, st *peerState, acks *streamAcks) {
 	defer cancel()
-	body, err := fr.next()
-	if err != nil || ctx.Err() != nil {
-		return
+	for {
+		body, err := fr.next()
+		if err != nil || ctx.Err() != nil {
+			return
+		}
+		f, err := decodeFrame(body)
+		switch {
+		case err == nil && f.Error != nil:
+			n.log.Warn("peer ended its sync stream", "peer", st.id, "err", refusal(f.Error))
+			return
+		case err == nil && f.Ack != nil:
+			if err := n.acked(st, acks, f.Ack); err != nil {
+				n.log.Warn("peer sent a bad ack on its sync stream", "peer", st.id, "err", err)
+				return
+			}
+		default:
+			n.log.Warn("peer sent an unexpected frame on its sync stream", "peer", st.id)
+			return
+		}
 	}
-	if f, err := decodeFrame(body); err == nil && f.Error != nil {
-		n.log.Warn("peer ended its sync stream", "peer", remote, "err", refusal(f.Error))
-		return
+}
+
+// streamAcks is what one send stream has sent and had acknowledged.
+type streamAcks struct {
+	epoch   uint64 // of our store
+	enabled bool   // the stream's version has acks
+	sent    atomic.Uint64
+	acked   uint64 // only watchPuller touches it
+}
+
+// acked records that the puller st has merged our changes up to a.Seq. An
+// ack must name this stream's epoch, and may neither go back nor pass what
+// this stream sent: a peer cannot make a device believe it is delivered
+// further than it is.
+func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
+	switch sent := sa.sent.Load(); {
+	case !sa.enabled:
+		return protoErrorf("ack on a version 1 stream")
+	case a.Epoch != sa.epoch:
+		return protoErrorf("ack for epoch %d on a stream of epoch %d", a.Epoch, sa.epoch)
+	case a.Seq < sa.acked || a.Seq > sent:
+		return protoErrorf("ack of %d outside [%d, %d]", a.Seq, sa.acked, sent)
 	}
-	n.log.Warn("peer sent an unexpected frame on its sync stream", "peer", remote)
+	sa.acked = a.Seq
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	st.acked = max(st.acked, a.Seq)
+	n.progressedLocked()
+	return nil
 }
 
 // sender streams batches on one sync stream.
 type sender struct {
 	n         *Node
+	st        *peerState
 	s         network.Stream
 	epoch     uint64 // of our store
 	peerEpoch uint64 // of the puller's store, for echo suppression
 	echo      *echoSet
+	acks      *streamAcks
 	out       bytes.Buffer
 }
 
@@ -245,6 +295,10 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			snd.n.stats.recordsSent.Add(uint64(len(records)))
 			snd.n.stats.echoesSkipped.Add(skipped)
 			cursor = seq
+			snd.acks.sent.Store(seq)
+			snd.n.mu.Lock()
+			snd.st.recordsOut += uint64(len(records))
+			snd.n.mu.Unlock()
 		}
 		if !full {
 			if snd.out.Cap() > 64<<10 {

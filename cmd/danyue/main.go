@@ -39,6 +39,7 @@ func commands() []command {
 		booksCommand(),
 		inviteCommand(),
 		joinCommand(),
+		syncCommand(),
 		kosyncCommand(),
 		keyCommand(),
 	}

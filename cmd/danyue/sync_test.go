@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/client"
+)
+
+// `danyue sync --once` on a stopped device: it gets what it missed, exits 0
+// with a one-line summary; alone, it exits 1 and says so.
+func TestCLISyncOnce(t *testing.T) {
+	a := startDaemonProc(t, "desk")
+	b := startDaemonProc(t, "pocket")
+	res := a.cli(t, "invite")
+	if res.code != 0 {
+		t.Fatalf("invite: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if res := b.cli(t, "join", strings.TrimSpace(res.stdout)); res.code != 0 {
+		t.Fatalf("join: exit %d, stderr %q", res.code, res.stderr)
+	}
+	ca := client.New(filepath.Join(a.data, "api.sock"))
+	defer ca.Close()
+	cb := client.New(filepath.Join(b.data, "api.sock"))
+	defer cb.Close()
+	const key = "md5:900150983cd24fb0d6963f7d28e17f72"
+	if _, err := ca.SetPosition(context.Background(), key, 500, 0.25, "The Story of the Stone"); err != nil {
+		t.Fatal(err)
+	}
+	waitCLI(t, "B to have the book", func() bool {
+		book, err := cb.Book(context.Background(), key)
+		return err == nil && book.Position != nil && book.Position.Char == 500
+	})
+	b.stop(t)
+
+	// One change while B is away: the one record sync --once should move.
+	if _, err := ca.SetPosition(context.Background(), key, 800, 0.4, ""); err != nil {
+		t.Fatal(err)
+	}
+	var st api.Status
+	if res := a.cli(t, "status", "--json"); json.Unmarshal([]byte(res.stdout), &st) != nil || len(st.Addresses) == 0 {
+		t.Fatalf("status --json on A = %q", res.stdout)
+	}
+
+	once := []string{"sync", "--once", "--data", b.data, "--name", "pocket", "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"}
+	res = runCLI(t, nil, append(once, "--peer", st.Addresses[0], "--timeout", "30s")...)
+	if res.code != 0 || !strings.Contains(res.stdout, "caught up with 1 of 1 peers") || strings.Count(res.stdout, "\n") != 1 {
+		t.Fatalf("sync --once: exit %d, stdout %q, stderr %q; want one line, caught up", res.code, res.stdout, res.stderr)
+	}
+	t.Logf("sync --once: %s", res.stdout)
+	if !strings.Contains(res.stdout, "received 1 records") {
+		t.Errorf("sync --once moved more than the one change: %q", res.stdout)
+	}
+
+	res = runCLI(t, nil, append(once, "--timeout", "300ms")...)
+	if res.code != 1 || !strings.Contains(res.stdout, "no peer reachable") {
+		t.Errorf("sync --once alone: exit %d, stdout %q, stderr %q; want 1 and no peer reachable", res.code, res.stdout, res.stderr)
+	}
+	if res := runCLI(t, nil, "sync", "--data", b.data); res.code != 2 || !strings.Contains(res.stderr, "danyue daemon") {
+		t.Errorf("sync without --once: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if res := a.cli(t, "sync", "--once"); res.code != 1 || !strings.Contains(res.stderr, "already running") {
+		t.Errorf("sync --once beside a running daemon: exit %d, stderr %q", res.code, res.stderr)
+	}
+}
+
+// waitCLI polls cond until it holds, failing the test after 15 s.
+func waitCLI(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

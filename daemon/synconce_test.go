@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// offlinePeer is a daemon of a's library on its own data dir that can be
+// stopped and started again, with a as its static peer or alone.
+type offlinePeer struct {
+	cfg Config
+	d   *Daemon
+}
+
+func newOfflinePeer(tb testing.TB, a *testDaemon, books int) *offlinePeer {
+	tb.Helper()
+	ctx := context.Background()
+	var aAddrs []string
+	for _, m := range a.node.Addrs() {
+		aAddrs = append(aAddrs, m.String())
+	}
+	p := &offlinePeer{cfg: Config{
+		DataDir: filepath.Join(tempDir(tb), "data"), Name: "B", NoMDNS: true, Logger: discardLogger(),
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Peers: aAddrs,
+	}}
+	p.start(tb, true)
+	code, err := a.client.Invite(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := p.d.join(ctx, mustInvite(tb, code)); err != nil {
+		tb.Fatal(err)
+	}
+	waitFor(tb, "initial sync", 5*time.Minute, func() bool { return shelfCount(p.d) == books })
+	p.stop(tb)
+	return p
+}
+
+func (p *offlinePeer) start(tb testing.TB, online bool) {
+	tb.Helper()
+	cfg := p.cfg
+	if !online {
+		cfg.Peers = nil
+	}
+	d, err := Start(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.d = d
+}
+
+func (p *offlinePeer) stop(tb testing.TB) {
+	tb.Helper()
+	if err := p.d.Close(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// oneChangeEachSide writes a position on a while p is stopped and one on p
+// while it runs alone, then stops p.
+func oneChangeEachSide(tb testing.TB, a *testDaemon, p *offlinePeer, i int) (onA, onB crdt.BookKey) {
+	tb.Helper()
+	ctx := context.Background()
+	onA = crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 1))
+	onB = crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 2))
+	if _, err := a.setPosition(ctx, onA, uint64(1_000_000+i), 0.9, ""); err != nil {
+		tb.Fatal(err)
+	}
+	p.start(tb, false)
+	if _, err := p.d.setPosition(ctx, onB, uint64(2_000_000+i), 0.8, ""); err != nil {
+		tb.Fatal(err)
+	}
+	p.stop(tb)
+	return onA, onB
+}
+
+// A device that starts, syncs once and stops gets what it missed and leaves
+// what it wrote, exactly once each way.
+func TestSyncOnce(t *testing.T) {
+	ctx := ctxT(t)
+	a := startDaemon(t, nil)
+	fillBooks(t, a, 50)
+	p := newOfflinePeer(t, a, 50)
+	onA, onB := oneChangeEachSide(t, a, p, 0)
+
+	p.start(t, true)
+	defer p.stop(t)
+	report, err := p.d.SyncOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s", report.Summary())
+	if !report.CaughtUp || report.Reached() != 1 {
+		t.Fatalf("report %+v, want caught up with the one peer", report)
+	}
+	if report.Received != 1 || report.Sent != 1 {
+		t.Errorf("received %d and sent %d records, want 1 and 1: nothing the other side has", report.Received, report.Sent)
+	}
+	// Caught up means done: both changes are on both sides at once.
+	if b, err := p.d.book(ctx, onA); err != nil || b.Position.Char != 1_000_000 {
+		t.Errorf("B's copy of A's change: %+v, %v", b.Position, err)
+	}
+	if b, err := a.book(ctx, onB); err != nil || b.Position.Char != 2_000_000 {
+		t.Errorf("A's copy of B's change: %+v, %v", b.Position, err)
+	}
+}
+
+// With no peer reachable, SyncOnce reports that when its context ends.
+func TestSyncOnceAlone(t *testing.T) {
+	d := startDaemon(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	report, err := d.SyncOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.CaughtUp || report.Reached() != 0 {
+		t.Fatalf("report %+v, want not caught up, nobody reached", report)
+	}
+	if got := report.Summary(); got[:len("no peer reachable")] != "no peer reachable" {
+		t.Errorf("summary %q", got)
+	}
+}
+
+// BenchmarkSyncOnce10k: a device of a 10,000-book library starts cold,
+// syncs with its one reachable peer after one change on each side, and
+// stops: the time from Start to caught up, and the records moved each way.
+func BenchmarkSyncOnce10k(b *testing.B) {
+	const books = 10_000
+	a := startDaemon(b, quietDaemon)
+	fillBooks(b, a, books)
+	p := newOfflinePeer(b, a, books)
+	var received, sent uint64
+	var elapsed time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		oneChangeEachSide(b, a, p, i+1)
+		b.StartTimer()
+		start := time.Now()
+		p.start(b, true)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		report, err := p.d.SyncOnce(ctx)
+		cancel()
+		if err != nil || !report.CaughtUp {
+			b.Fatalf("%s (%v)", report.Summary(), err)
+		}
+		elapsed += time.Since(start)
+		b.StopTimer()
+		p.stop(b)
+		b.StartTimer()
+		received += report.Received
+		sent += report.Sent
+	}
+	b.ReportMetric(elapsed.Seconds()/float64(b.N), "s-to-caught-up")
+	b.ReportMetric(float64(received)/float64(b.N), "records-in/op")
+	b.ReportMetric(float64(sent)/float64(b.N), "records-out/op")
+}
