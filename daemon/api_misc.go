@@ -72,6 +72,7 @@ func (d *Daemon) peers() []api.Peer {
 			Connected:     p.Connected,
 			Addresses:     []string{},
 			ClockOffsetMs: p.ClockOffset.Milliseconds(),
+			InSync:        inSync(p),
 		}
 		if !p.LastSeen.IsZero() {
 			s := p.LastSeen.UTC().Format(time.RFC3339)

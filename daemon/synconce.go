@@ -145,9 +145,7 @@ func syncReport(state peer.SyncState) SyncReport {
 			Received: p.RecordsIn,
 			Sent:     p.RecordsOut,
 		}
-		// A peer of protocol 1 cannot say what it has merged: having all of
-		// its changes is all that can be known.
-		sp.CaughtUp = sp.Reached && p.CaughtUp && (p.Delivered || !p.Acknowledges)
+		sp.CaughtUp = sp.Reached && inSync(p)
 		if !sp.Reached {
 			sp.Err = p.LastError
 		}
@@ -160,4 +158,11 @@ func syncReport(state peer.SyncState) SyncReport {
 	}
 	r.CaughtUp = state.Settled && all && r.Reached() > 0
 	return r
+}
+
+// inSync reports whether this device and p have each merged everything of
+// the other. A peer of protocol 1 cannot say what it has merged: having all
+// of its changes is all that can be known.
+func inSync(p peer.PeerInfo) bool {
+	return p.Connected && p.CaughtUp && (p.Delivered || !p.Acknowledges)
 }

@@ -31,7 +31,12 @@ func startDaemonProc(t *testing.T, name string, extra ...string) *daemonProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	data := filepath.Join(dir, "data")
+	return startDaemonProcAt(t, filepath.Join(dir, "data"), name, extra...)
+}
+
+// startDaemonProcAt runs a daemon on the data dir data, new or not.
+func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemonProc {
+	t.Helper()
 	args := append([]string{"daemon", "--data", data, "--name", name, "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"}, extra...)
 	cmd := exec.Command(danyueBin, args...)
 	cmd.Stderr = testWriter{t, name}

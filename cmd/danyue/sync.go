@@ -22,10 +22,11 @@ func syncCommand() command {
 // runSync starts the daemon of the data dir, waits until it has caught up
 // both ways with every peer it could reach, prints one line and stops. The
 // exit status is 0 when caught up with every reachable peer, 1 otherwise
-// (no peer reachable, or the timeout passed first).
+// (no peer reachable, or the timeout passed first). If a daemon already runs
+// on the data dir, it asks that one instead.
 func runSync(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, syncCommand(), "danyue sync --once --timeout 1m")
-	data := dataDirFlag(fs, e)
+	cf := addClientFlags(fs, e, false)
 	once := fs.Bool("once", false, "sync until caught up, then exit (required: `danyue daemon` syncs continuously)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `DURATION` (exit status 1)")
 	name := fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")
@@ -54,7 +55,8 @@ func runSync(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	d, err := daemon.Start(ctx, daemon.Config{
-		DataDir: *data,
+		DataDir: *cf.data,
+		Socket:  *cf.socket,
 		Name:    *name,
 		Listen:  listen,
 		Peers:   peers,
@@ -62,7 +64,7 @@ func runSync(ctx context.Context, e *env, args []string) error {
 		Logger:  logger,
 	})
 	if errors.Is(err, store.ErrLocked) {
-		return fmt.Errorf("a daemon is already running on %s and keeps this device in sync; `danyue peers` shows its peers", *data)
+		return waitRunning(ctx, e, cf)
 	}
 	if err != nil {
 		return err
@@ -79,4 +81,42 @@ func runSync(ctx context.Context, e *env, args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// waitRunning answers sync --once for a data dir whose daemon is running:
+// that daemon syncs all the time, so the question is only whether it is in
+// sync with every peer it is connected to, which it is asked until the
+// timeout.
+func waitRunning(ctx context.Context, e *env, cf clientFlags) error {
+	c := cf.client()
+	defer c.Close()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		peers, err := c.Peers(ctx)
+		if err != nil && ctx.Err() == nil {
+			return cf.explain(err)
+		}
+		connected, inSync := 0, 0
+		for _, p := range peers {
+			if p.Connected {
+				connected++
+			}
+			if p.InSync {
+				inSync++
+			}
+		}
+		done := connected > 0 && inSync == connected
+		if done || ctx.Err() != nil {
+			fmt.Fprintf(e.stdout, "the daemon running on %s is in sync with %d of %d connected peers (%d known)\n", *cf.data, inSync, connected, len(peers))
+			if !done {
+				return errReported
+			}
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+		}
+	}
 }

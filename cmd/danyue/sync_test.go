@@ -36,6 +36,12 @@ func TestCLISyncOnce(t *testing.T) {
 		book, err := cb.Book(context.Background(), key)
 		return err == nil && book.Position != nil && book.Position.Char == 500
 	})
+	// Quiet before stopping, so that B owes and is owed nothing.
+	inSync := func(c *client.Client) bool {
+		peers, err := c.Peers(context.Background())
+		return err == nil && len(peers) == 1 && peers[0].InSync
+	}
+	waitCLI(t, "A and B in sync", func() bool { return inSync(ca) && inSync(cb) })
 	b.stop(t)
 
 	// One change while B is away: the one record sync --once should move.
@@ -64,8 +70,14 @@ func TestCLISyncOnce(t *testing.T) {
 	if res := runCLI(t, nil, "sync", "--data", b.data); res.code != 2 || !strings.Contains(res.stderr, "danyue daemon") {
 		t.Errorf("sync without --once: exit %d, stderr %q", res.code, res.stderr)
 	}
-	if res := a.cli(t, "sync", "--once"); res.code != 1 || !strings.Contains(res.stderr, "already running") {
-		t.Errorf("sync --once beside a running daemon: exit %d, stderr %q", res.code, res.stderr)
+	// Beside a running daemon, sync --once asks it: A is in sync with B
+	// until B stops.
+	if res := a.cli(t, "sync", "--once", "--timeout", "300ms"); res.code != 1 || !strings.Contains(res.stdout, "in sync with 0 of 0 connected peers") {
+		t.Errorf("sync --once beside a daemon with no peer: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+	startDaemonProcAt(t, b.data, "pocket", "--peer", st.Addresses[0])
+	if res := a.cli(t, "sync", "--once", "--timeout", "30s"); res.code != 0 || !strings.Contains(res.stdout, "in sync with 1 of 1 connected peers") {
+		t.Errorf("sync --once beside a daemon in sync: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 }
 

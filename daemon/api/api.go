@@ -130,6 +130,8 @@ type Peer struct {
 	Addresses     []string `json:"addresses"`
 	ClockOffsetMs int64    `json:"clockOffsetMs"`
 	ClockWarning  string   `json:"clockWarning,omitempty"`
+	// InSync: connected, and each side has merged everything of the other.
+	InSync bool `json:"inSync"`
 }
 
 // Peers is the answer of GET /v1/peers.
