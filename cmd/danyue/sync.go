@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/daemon"
-	"github.com/danyue/danyue/store"
 )
 
 func syncCommand() command {
@@ -63,7 +62,7 @@ func runSync(ctx context.Context, e *env, args []string) error {
 		NoMDNS:  *noMDNS,
 		Logger:  logger,
 	})
-	if errors.Is(err, store.ErrLocked) {
+	if errors.Is(err, daemon.ErrLocked) {
 		return waitRunning(ctx, e, cf)
 	}
 	if err != nil {
