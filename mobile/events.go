@@ -32,6 +32,9 @@ const reconnectDelay = 500 * time.Millisecond
 // before; nil stops delivery. It returns once the node is delivering, so
 // no change made after it returns is missed.
 func (n *Node) SetEventHandler(h EventHandler) {
+	if n.d == nil {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.delivery != nil {

@@ -65,6 +65,10 @@ func NewConfig(dataDir string) *Config {
 // ErrStopped is returned by every call on a node after Stop.
 var ErrStopped = errors.New("the danyue node is stopped")
 
+// errNotStarted is returned by a Node made with the constructor gobind
+// generates (new Node() in Java) rather than by Start.
+var errNotStarted = errors.New("the danyue node was not started: use Mobile.start")
+
 // Node is a running in-process danyue node.
 type Node struct {
 	d   *daemon.Daemon
@@ -148,6 +152,9 @@ func splitAddrs(s string) []string {
 // store. Calls in flight end with an error. Stopping again does nothing and
 // returns what the first Stop returned.
 func (n *Node) Stop() error {
+	if n.d == nil {
+		return nil
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.stopped {
@@ -165,15 +172,30 @@ func (n *Node) Stop() error {
 }
 
 // Device returns this device's id, 16 hex digits.
-func (n *Node) Device() string { return n.d.Device().String() }
+func (n *Node) Device() string {
+	if n.d == nil {
+		return ""
+	}
+	return n.d.Device().String()
+}
 
 // APIAddress returns the loopback address of the HTTP API ("127.0.0.1:PORT"),
 // or "" when Config.HTTP was empty.
-func (n *Node) APIAddress() string { return n.d.HTTPAddr() }
+func (n *Node) APIAddress() string {
+	if n.d == nil {
+		return ""
+	}
+	return n.d.HTTPAddr()
+}
 
 // APIToken returns the bearer token that requests to APIAddress must carry
 // ("Authorization: Bearer TOKEN").
-func (n *Node) APIToken() string { return n.d.APIToken() }
+func (n *Node) APIToken() string {
+	if n.d == nil {
+		return ""
+	}
+	return n.d.APIToken()
+}
 
 // Invite returns an invite code for this device's library, for another
 // device to Join.
@@ -202,6 +224,9 @@ func (n *Node) Join(code string) (string, error) {
 }
 
 func (n *Node) alive() error {
+	if n.d == nil {
+		return errNotStarted
+	}
 	if n.ctx.Err() != nil {
 		return ErrStopped
 	}

@@ -336,4 +336,18 @@ func TestStartStop(t *testing.T) {
 	if _, err := n.SyncOnce(1000); !errors.Is(err, ErrStopped) {
 		t.Fatalf("SyncOnce after Stop = %v, want ErrStopped", err)
 	}
+
+	// gobind gives Java a constructor of Node; a node made with it is an
+	// error to use, not a crash.
+	var zero Node
+	zero.SetEventHandler(rec)
+	if _, err := zero.Shelf(false); !errors.Is(err, errNotStarted) {
+		t.Fatalf("Shelf on a zero Node = %v, want errNotStarted", err)
+	}
+	if zero.Device() != "" || zero.APIAddress() != "" || zero.APIToken() != "" || zero.Stop() != nil {
+		t.Fatal("a zero Node answered as a started one")
+	}
+	if _, err := zero.SyncOnce(1); !errors.Is(err, errNotStarted) {
+		t.Fatalf("SyncOnce on a zero Node = %v", err)
+	}
 }
