@@ -17,7 +17,8 @@ import (
 // same document as the data of the HTTP API's /v1/events stream.
 //
 // OnEvent is called from a goroutine of the node, one event at a time; an
-// app hands the event to its UI thread and returns.
+// app hands the event to its UI thread and returns. It must not call
+// SetEventHandler or Stop itself: they wait for delivery to end.
 type EventHandler interface {
 	OnEvent(kind string, json string)
 }
