@@ -35,6 +35,8 @@ func TestLayers(t *testing.T) {
 		"daemon":              {"crdt", "store", "peer", "daemon/api", "daemon/kosync"},
 		"cmd/danyue":          {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
 		"testnet":             {"daemon", "daemon/api", "daemon/client", "crdt"},
+		"mobile":              {"daemon", "daemon/api", "daemon/client"},
+		"cmd/libdanyue":       {"mobile"},
 		"testnet/cmd/testnet": {"testnet"},
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))

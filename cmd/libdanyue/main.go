@@ -1,0 +1,130 @@
+package main
+
+/*
+#include <stdlib.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/danyue/danyue/mobile"
+)
+
+// The C ABI hands out integers, not Go pointers, so the nodes live in a
+// table; it is the library's one piece of process-wide state, as the C
+// caller owns nothing else to keep it in.
+var (
+	mu      sync.Mutex
+	nodes   = map[C.int]*mobile.Node{}
+	next    C.int
+	lastErr string
+)
+
+func main() {} // required by -buildmode=c-shared; never runs
+
+//export danyue_start
+func danyue_start(dataDir, name, httpAddr *C.char) C.int {
+	return danyue_start_opts(dataDir, name, httpAddr, nil, nil, 0)
+}
+
+//export danyue_start_opts
+func danyue_start_opts(dataDir, name, httpAddr, listen, peers *C.char, noMDNS C.int) C.int {
+	if dataDir == nil {
+		return fail(errors.New("danyue_start: data_dir is NULL"))
+	}
+	cfg := mobile.NewConfig(C.GoString(dataDir))
+	cfg.Name, cfg.HTTP = goString(name), goString(httpAddr)
+	cfg.Listen, cfg.Peers = goString(listen), goString(peers)
+	cfg.NoMDNS = noMDNS != 0
+	if cfg.HTTP == "" {
+		// The HTTP API is how a C caller talks to the node.
+		cfg.HTTP = "127.0.0.1:0"
+	}
+	n, err := mobile.Start(cfg)
+	if err != nil {
+		return fail(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	next++
+	nodes[next] = n
+	return next
+}
+
+// goString is C.GoString with NULL as "".
+func goString(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	return C.GoString(s)
+}
+
+//export danyue_stop
+func danyue_stop(handle C.int) C.int {
+	mu.Lock()
+	n, ok := nodes[handle]
+	delete(nodes, handle)
+	mu.Unlock()
+	if !ok {
+		return fail(fmt.Errorf("danyue_stop: no node %d", handle))
+	}
+	if err := n.Stop(); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+//export danyue_api_address
+func danyue_api_address(handle C.int) *C.char {
+	n := node(handle)
+	if n == nil {
+		return nil
+	}
+	return C.CString(n.APIAddress())
+}
+
+//export danyue_api_token
+func danyue_api_token(handle C.int) *C.char {
+	n := node(handle)
+	if n == nil {
+		return nil
+	}
+	return C.CString(n.APIToken())
+}
+
+//export danyue_last_error
+func danyue_last_error() *C.char {
+	mu.Lock()
+	defer mu.Unlock()
+	if lastErr == "" {
+		return nil
+	}
+	return C.CString(lastErr)
+}
+
+//export danyue_free
+func danyue_free(s *C.char) {
+	C.free(unsafe.Pointer(s))
+}
+
+func node(handle C.int) *mobile.Node {
+	mu.Lock()
+	defer mu.Unlock()
+	n := nodes[handle]
+	if n == nil {
+		lastErr = fmt.Sprintf("no node %d", handle)
+	}
+	return n
+}
+
+// fail records err for danyue_last_error and returns -1.
+func fail(err error) C.int {
+	mu.Lock()
+	defer mu.Unlock()
+	lastErr = err.Error()
+	return -1
+}
