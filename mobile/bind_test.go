@@ -122,7 +122,7 @@ public class ReaderApp implements EventHandler {
 			node.book(b.getKey());
 			String lib = node.join(node.invite());
 			SyncReport r = node.syncOnce(30000L);
-			for (long i = 0; i < r.getPeersReached(); i++) {
+			for (long i = 0; i < r.getPeersKnown(); i++) {
 				SyncPeerReport p = r.peerAt(i);
 				at += p.getReceived() + p.getSent();
 			}

@@ -185,10 +185,10 @@ func TestTwoNodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sync once: %v", err)
 	}
-	if !rep.CaughtUp || rep.PeersReached != 1 || rep.PeersCaughtUp != 1 || rep.Summary == "" {
+	if !rep.CaughtUp || rep.PeersKnown != 1 || rep.PeersReached != 1 || rep.PeersCaughtUp != 1 || rep.Summary == "" {
 		t.Fatalf("sync report = %+v", rep)
 	}
-	if p := rep.PeerAt(0); p == nil || p.Name != "laptop" || p.Device != laptop.Device() || !p.CaughtUp || rep.PeerAt(1) != nil || rep.PeerAt(-1) != nil {
+	if p := rep.PeerAt(0); p == nil || p.Name != "laptop" || p.Device != laptop.Device() || !p.Reached || !p.CaughtUp || rep.PeerAt(1) != nil || rep.PeerAt(-1) != nil {
 		t.Fatalf("sync report peer 0 = %+v", rep.PeerAt(0))
 	}
 	t.Logf("sync once: %s", rep.Summary)

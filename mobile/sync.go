@@ -13,11 +13,13 @@ type SyncReport struct {
 	// CaughtUp says the node caught up, both ways, with every peer it
 	// reached, and reached at least one.
 	CaughtUp bool
-	// PeersReached is how many devices of the library SyncOnce reached,
-	// PeersCaughtUp how many of them it caught up with.
+	// PeersKnown is how many devices of the library the node knew of,
+	// PeersReached how many it reached, PeersCaughtUp how many of those it
+	// caught up with.
+	PeersKnown    int
 	PeersReached  int
 	PeersCaughtUp int
-	// Received and Sent count the records exchanged.
+	// Received and Sent count the records exchanged since Start.
 	Received  int64
 	Sent      int64
 	ElapsedMs int64
@@ -31,14 +33,15 @@ type SyncReport struct {
 type SyncPeerReport struct {
 	Device   string // 16 hex digits
 	Name     string
+	Reached  bool
 	CaughtUp bool
 	Received int64
 	Sent     int64
-	// Err says why the node did not catch up with this peer, if it did not.
+	// Err says why the node did not reach this peer, if it did not.
 	Err string
 }
 
-// PeerAt returns the i-th peer reached, 0 <= i < PeersReached, or nil.
+// PeerAt returns the i-th peer known, 0 <= i < PeersKnown, or nil.
 func (r *SyncReport) PeerAt(i int) *SyncPeerReport {
 	if i < 0 || i >= len(r.peers) {
 		return nil
@@ -63,16 +66,18 @@ func (n *Node) SyncOnce(timeoutMs int64) (*SyncReport, error) {
 	if err != nil {
 		return nil, n.fail("sync once", err)
 	}
-	return syncReport(rep, time.Duration(timeoutMs)*time.Millisecond), nil
+	return syncReport(rep), nil
 }
 
-func syncReport(rep daemon.SyncReport, timeout time.Duration) *SyncReport {
+func syncReport(rep daemon.SyncReport) *SyncReport {
 	out := &SyncReport{
 		CaughtUp:     rep.CaughtUp,
-		PeersReached: len(rep.Peers),
+		PeersKnown:   len(rep.Peers),
+		PeersReached: rep.Reached(),
 		Received:     clamp(rep.Received),
 		Sent:         clamp(rep.Sent),
 		ElapsedMs:    rep.Elapsed.Milliseconds(),
+		Summary:      rep.Summary(),
 		peers:        make([]*SyncPeerReport, len(rep.Peers)),
 	}
 	for i, p := range rep.Peers {
@@ -80,20 +85,9 @@ func syncReport(rep daemon.SyncReport, timeout time.Duration) *SyncReport {
 			out.PeersCaughtUp++
 		}
 		out.peers[i] = &SyncPeerReport{
-			Device: p.Device.String(), Name: p.Name, CaughtUp: p.CaughtUp,
+			Device: p.Device.String(), Name: p.Name, Reached: p.Reached, CaughtUp: p.CaughtUp,
 			Received: clamp(p.Received), Sent: clamp(p.Sent), Err: p.Err,
 		}
-	}
-	elapsed := rep.Elapsed.Round(time.Millisecond)
-	switch {
-	case out.PeersReached == 0:
-		out.Summary = fmt.Sprintf("no device of the library reached within %s", timeout)
-	case rep.CaughtUp:
-		out.Summary = fmt.Sprintf("caught up with %d of %d devices reached: %d records received, %d sent, in %s",
-			out.PeersCaughtUp, out.PeersReached, out.Received, out.Sent, elapsed)
-	default:
-		out.Summary = fmt.Sprintf("not caught up: %d of %d devices reached caught up within %s; %d records received, %d sent",
-			out.PeersCaughtUp, out.PeersReached, timeout, out.Received, out.Sent)
 	}
 	return out
 }
