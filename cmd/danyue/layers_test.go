@@ -38,6 +38,7 @@ func TestLayers(t *testing.T) {
 		"mobile":              {"daemon", "daemon/api", "daemon/client"},
 		"cmd/libdanyue":       {"mobile"},
 		"testnet/cmd/testnet": {"testnet"},
+		"internal/procstat":   nil,
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0

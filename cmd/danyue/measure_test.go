@@ -6,11 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // TestMeasureIdle measures what an idle daemon costs: RSS, CPU and context
@@ -81,67 +81,14 @@ func TestMeasureIdle(t *testing.T) {
 	time.Sleep(75 * time.Second)
 
 	pid := a.cmd.Process.Pid
-	before := sample(t, pid)
+	before, err := procstat.Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(window)
-	after := sample(t, pid)
-	cpu := after.cpu - before.cpu
-	switches := after.switches - before.switches
-	t.Logf("idle daemon with %d books and 1 peer, over %v:", books, window)
-	t.Logf("  RSS %.1f MB (peak %.1f MB), %d threads", float64(after.rssKB)/1024, float64(after.hwmKB)/1024, after.threads)
-	t.Logf("  CPU %v = %.4f%% of one core", cpu, 100*cpu.Seconds()/window.Seconds())
-	t.Logf("  context switches %d = %.2f/s", switches, float64(switches)/window.Seconds())
-}
-
-type procSample struct {
-	cpu      time.Duration
-	switches int64
-	rssKB    int64
-	hwmKB    int64
-	threads  int
-}
-
-// sample reads a process's CPU time and context switches (summed over its
-// threads) and its memory from /proc.
-func sample(t *testing.T, pid int) procSample {
-	t.Helper()
-	var s procSample
-	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	after, err := procstat.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.threads = len(tasks)
-	for _, task := range tasks {
-		// schedstat's first field is the time on CPU in nanoseconds: finer
-		// than /proc/PID/stat's 10 ms ticks, which an idle minute rounds to
-		// zero or one.
-		if sched, err := os.ReadFile(task + "/schedstat"); err == nil {
-			ns, _ := strconv.ParseInt(strings.Fields(string(sched))[0], 10, 64)
-			s.cpu += time.Duration(ns)
-		}
-		data, err := os.ReadFile(task + "/status")
-		if err != nil {
-			continue // the thread ended
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && (k == "voluntary_ctxt_switches" || k == "nonvoluntary_ctxt_switches") {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				s.switches += n
-			}
-		}
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		k, v, _ := strings.Cut(line, ":")
-		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			s.rssKB = n
-		case "VmHWM":
-			s.hwmKB = n
-		}
-	}
-	return s
+	t.Logf("idle daemon with %d books and 1 peer, over %v: %s", books, window, procstat.Report(before, after, window))
 }
