@@ -97,6 +97,9 @@ func (d *Daemon) authorize(r *http.Request, need perm) error {
 	info, _ := r.Context().Value(connInfoKey{}).(connInfo)
 	switch info.kind {
 	case connUnix:
+		if !info.vouched {
+			return errorf(http.StatusForbidden, api.CodeForbidden, "the system could not tell which user is calling, so the request is refused")
+		}
 		if info.uid >= 0 && info.uid != os.Getuid() && info.uid != 0 {
 			return errorf(http.StatusForbidden, api.CodeForbidden, "the socket belongs to another user")
 		}

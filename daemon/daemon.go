@@ -29,7 +29,8 @@ type Config struct {
 	// Name is this device's name as other devices show it; default the
 	// hostname.
 	Name string
-	// Socket is the unix socket of the API; default DataDir/api.sock.
+	// Socket is the local endpoint of the API: a unix socket, or on Windows
+	// a named pipe; default DefaultSocket(DataDir).
 	Socket string
 	// HTTP is an optional loopback TCP address for the API ("127.0.0.1:7100"),
 	// for apps that cannot use a unix socket. Requests need the bearer token
@@ -101,7 +102,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, errors.New("no data dir given")
 	}
 	if cfg.Socket == "" {
-		cfg.Socket = filepath.Join(cfg.DataDir, "api.sock")
+		cfg.Socket = DefaultSocket(cfg.DataDir)
 	}
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
@@ -300,7 +301,7 @@ func (d *Daemon) Close() error {
 		errs = append(errs, node.Close())
 	}
 	errs = append(errs, d.store.Close())
-	_ = os.Remove(d.cfg.Socket)
+	removeLocal(d.cfg.Socket)
 	return errors.Join(errs...)
 }
 
@@ -311,7 +312,7 @@ func (d *Daemon) Err() <-chan error { return d.serveErr }
 // Device returns this device's id.
 func (d *Daemon) Device() crdt.DeviceID { return d.self }
 
-// Socket returns the path of the API's unix socket.
+// Socket returns the API's local endpoint: a unix socket, or a named pipe.
 func (d *Daemon) Socket() string { return d.cfg.Socket }
 
 func (d *Daemon) nodeID() libp2ppeer.ID {
@@ -334,21 +335,13 @@ func (d *Daemon) wallMs() uint64 {
 	return uint64(ms)
 }
 
-// ensurePrivateDir creates dir 0700, or tightens an existing one, so the
-// socket and secrets inside are never reachable by other users, not even for
-// an instant.
+// ensurePrivateDir creates dir, or tightens an existing one, so that only
+// this user can reach it (0700; a private DACL on Windows): the socket and
+// secrets inside are never reachable by other users, not even for an
+// instant.
 func ensurePrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("data dir %s is readable by others and cannot be made private: %w", dir, err)
-		}
+	if _, err := store.MakePrivateDir(dir); err != nil {
+		return fmt.Errorf("data dir %s cannot be created private to this user: %w", dir, err)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func FuzzBodies(f *testing.F) {
 	}
 	d := startDaemon(f, func(c *Config) { c.Logger = discardLogger() })
 	h := d.routes()
-	ctx := context.WithValue(context.Background(), connInfoKey{}, connInfo{kind: connUnix, uid: os.Getuid()})
+	ctx := context.WithValue(context.Background(), connInfoKey{}, connInfo{kind: connUnix, uid: os.Getuid(), vouched: true})
 	f.Fuzz(func(t *testing.T, endpoint, body string) {
 		method, path := "PUT", "/v1/books/"+keyA+"/position"
 		switch endpoint {

@@ -11,17 +11,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
-// The API listens on a unix socket inside the 0700 data dir (so it is never
-// reachable by other users, not even before its mode is set) and, if asked,
-// on a loopback TCP port that requires the bearer token.
+// The API listens on a local endpoint that only this user can open (a unix
+// socket inside the 0700 data dir, so it is never reachable by other users,
+// not even before its mode is set; a named pipe on Windows: listen_*.go)
+// and, if asked, on a loopback TCP port that requires the bearer token.
 
 type connKind int
 
 const (
+	// connUnix is the local endpoint: the unix socket, or the named pipe
+	// on Windows.
 	connUnix connKind = iota + 1
 	connTCP
 )
@@ -32,17 +34,21 @@ type connInfoKey struct{}
 type connInfo struct {
 	kind connKind
 	uid  int // the peer's uid on a unix socket, -1 if the OS did not say
+	// vouched: on the local endpoint, the OS stands for the caller: its
+	// peer credentials gave uid (Linux, Android, macOS, FreeBSD), or only
+	// this user could open the endpoint (the pipe's DACL on Windows; the
+	// socket's directory where the OS has no peer credentials). False when
+	// the OS could have told and did not: such a caller is refused.
+	vouched bool
 }
 
 func (d *Daemon) serveAPI() error {
 	handler := d.routes()
-	unixLn, err := listenUnix(d.cfg.Socket)
+	localLn, err := listenLocal(d.cfg.Socket)
 	if err != nil {
 		return err
 	}
-	d.serve(unixLn, handler, func(c net.Conn) connInfo {
-		return connInfo{kind: connUnix, uid: peerUID(c)}
-	})
+	d.serve(localLn, handler, localCaller)
 	if d.cfg.HTTP != "" {
 		tcpLn, err := listenTCP(d.cfg.HTTP, d.cfg.HTTPAllowRemote)
 		if err != nil {
@@ -81,26 +87,6 @@ func (d *Daemon) serve(ln net.Listener, h http.Handler, info func(net.Conn) conn
 // when it was started on port 0).
 func (d *Daemon) HTTPAddr() string { return d.httpAddr }
 
-func listenUnix(path string) (net.Listener, error) {
-	// The store's lock guarantees no other daemon owns this data dir, so a
-	// socket left here is stale (a crash) and can go.
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove stale socket %s: %w", path, err)
-	}
-	if err := ensurePrivateDir(filepath.Dir(path)); err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("restrict socket %s: %w", path, err)
-	}
-	return ln, nil
-}
-
 // ErrNotLoopback is returned for a --http address that is reachable from
 // other machines when that was not explicitly allowed.
 var ErrNotLoopback = errors.New("not a loopback address")
@@ -121,26 +107,6 @@ func listenTCP(addr string, allowRemote bool) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	return ln, nil
-}
-
-// peerUID returns the uid of the process at the other end of a unix socket
-// connection, or -1 where the OS does not tell.
-func peerUID(c net.Conn) int {
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		return -1
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return -1
-	}
-	uid := -1
-	_ = raw.Control(func(fd uintptr) {
-		if cred, err := syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED); err == nil {
-			uid = int(cred.Uid)
-		}
-	})
-	return uid
 }
 
 // loadOrCreateToken returns the API bearer token kept in path, creating it

@@ -5,35 +5,15 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/danyue/danyue/store"
 )
-
-func TestSocketAndSecretsArePrivate(t *testing.T) {
-	d := startDaemon(t, nil)
-	for _, c := range []struct {
-		path string
-		mode os.FileMode
-	}{
-		{d.dir, 0o700},
-		{d.Socket(), 0o600},
-		{filepath.Join(d.dir, "api-token"), 0o600},
-	} {
-		fi, err := os.Stat(c.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := fi.Mode().Perm(); got != c.mode {
-			t.Errorf("%s has mode %o, want %o", c.path, got, c.mode)
-		}
-	}
-}
 
 func TestSecondDaemonOnSameDataDirIsRefused(t *testing.T) {
 	d := startDaemon(t, nil)
@@ -100,22 +80,66 @@ func TestNonLoopbackHTTPIsRefused(t *testing.T) {
 	}
 }
 
-// TestOtherUserCannotConnect runs curl as another user against the socket:
-// the 0700 data dir and 0600 socket must stop it before any request.
-func TestOtherUserCannotConnect(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to run a process as another user")
+// A caller on the local endpoint is let in only if the OS vouched for it:
+// where the OS can read peer credentials, failing to read them refuses the
+// request instead of trusting the socket's directory alone.
+func TestLocalCallerMustBeVouched(t *testing.T) {
+	d := &Daemon{}
+	h := d.guard(route{"GET", "/v1/status", permAdmin, func(w http.ResponseWriter, _ *http.Request) error {
+		w.WriteHeader(http.StatusOK)
+		return nil
+	}})
+	tests := []struct {
+		name string
+		info connInfo
+		want int
+	}{
+		{"credentials read, this user", unixCaller(os.Getuid(), nil), 200},
+		{"credentials read, root", unixCaller(0, nil), 200},
+		{"credentials read, another user", unixCaller(os.Getuid()+1000, nil), 403},
+		{"credentials could not be read", unixCaller(-1, errors.New("getsockopt: bad file descriptor")), 403},
+		{"the OS has no peer credentials", unixCaller(-1, errors.ErrUnsupported), 200},
+		{"not vouched, uid known", connInfo{kind: connUnix, uid: os.Getuid()}, 403},
+		{"no connection info", connInfo{}, 403},
 	}
-	curl, err := exec.LookPath("curl")
-	if err != nil {
-		t.Skip("needs curl")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequestWithContext(context.WithValue(context.Background(), connInfoKey{}, tt.info), "GET", "/v1/status", nil)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.want {
+				t.Fatalf("%+v: status %d (%s), want %d", tt.info, rec.Code, rec.Body, tt.want)
+			}
+		})
 	}
-	d := startDaemon(t, nil)
-	cmd := exec.Command(curl, "-s", "--max-time", "5", "--unix-socket", d.Socket(), "http://danyue/v1/status")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 7 { // 7: could not connect
-		t.Fatalf("curl as uid 65534: %v, output %q; want refused at connect (exit 7)", err, out)
+}
+
+// pipeName is what DefaultSocket gives on Windows; it is checked here.
+func TestPipeName(t *testing.T) {
+	base := t.TempDir()
+	a, b := filepath.Join(base, "a"), filepath.Join(base, "b")
+	pa := pipeName(a)
+	if !regexp.MustCompile(`^\\\\\.\\pipe\\danyue-[0-9a-f]{16}$`).MatchString(pa) {
+		t.Fatalf("pipeName(%s) = %q, want %s and 16 hex digits", a, pa, `\\.\pipe\danyue-`)
+	}
+	for _, tt := range []struct {
+		name string
+		dir  string
+		same bool
+	}{
+		{"same dir", a, true},
+		{"same dir, not clean", a + string(filepath.Separator) + ".", true},
+		{"same dir, other case (Windows paths ignore it)", strings.ToUpper(a), true},
+		{"another dir", b, false},
+		{"a dir inside", filepath.Join(a, "a"), false},
+	} {
+		if got := pipeName(tt.dir); (got == pa) != tt.same {
+			t.Errorf("%s: pipeName(%s) = %s, pipeName(%s) = %s; want same %v", tt.name, tt.dir, got, a, pa, tt.same)
+		}
+	}
+	// A relative dir names the same pipe as its absolute form.
+	t.Chdir(base)
+	if got := pipeName("a"); got != pa {
+		t.Errorf("pipeName(\"a\") in %s = %s, want %s", base, got, pa)
 	}
 }

@@ -28,7 +28,9 @@
 // The device identity and the library secret are kept in DIR/secrets, mode
 // 0600, replaced atomically: badger creates its files 0666 less the umask
 // and cannot be told otherwise. DIR itself is 0700, so nothing in it is
-// readable by other users either way.
+// readable by other users either way. On Windows, where modes mean nothing,
+// DIR gets a protected DACL granting only this user, SYSTEM and
+// Administrators, which every file in it inherits (MakePrivateDir).
 //
 // # Durability
 //
@@ -40,6 +42,29 @@
 // may run at once, each covering everything committed before it started.
 // LastSeq, Watch and Since advance only past synced changes, so a peer is
 // never sent a change that a power cut could take back.
+//
+// What "synced" means is the strongest flush each platform offers for the
+// badger WAL file the batch went to, and for the directory when a new WAL
+// appears or the secrets file is replaced:
+//
+//   - Linux and Android: fdatasync of the file, fsync of the directory. The
+//     kernel flushes the drive's write cache too, so an acknowledged batch
+//     survives a kill -9 and a power cut.
+//   - macOS and iOS: fcntl F_FULLFSYNC, which also flushes the drive's
+//     cache (a plain fsync there does not, and a power cut can lose what it
+//     "synced"); where the filesystem refuses it (SMB mounts), fsync, which
+//     survives a kill -9 but not surely a power cut. Directories likewise.
+//   - FreeBSD and the other BSDs: fsync of the file and the directory;
+//     whether it reaches past the drive's cache is the filesystem's choice
+//     (ZFS flushes it).
+//   - Windows: FlushFileBuffers of the file, which writes the file system
+//     cache and asks the drive to flush its own. Directories are not synced:
+//     NTFS journals its metadata. badger writes its WAL through a memory map
+//     and does not flush the mapped view itself (its msync is a no-op on
+//     Windows), and Windows documents FlushViewOfFile before
+//     FlushFileBuffers for mapped writes, so an acknowledged batch surely
+//     survives a crash of danyue (the pages belong to the system cache), but
+//     a power cut right after the acknowledgement may lose it.
 //
 // # Footprint
 //

@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors. Every error the store returns names its data directory and
@@ -61,17 +59,26 @@ func diskFullErr(dir string, cause error) error {
 	return fmt.Errorf("%w: not enough free space for the store in %s; free some space and retry: %w", ErrDiskFull, dir, cause)
 }
 
-// isDiskFull reports whether err is out-of-space. badger formats its causes
-// with %+v rather than wrapping them, so the text is checked too.
+// isDiskFull reports whether err is out-of-space (or over quota). badger
+// formats its causes with %+v rather than wrapping them, so the text is
+// checked too.
 func isDiskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		strings.Contains(err.Error(), syscall.ENOSPC.Error()) ||
-		strings.Contains(err.Error(), syscall.EDQUOT.Error())
+	return hasErrno(err, diskFullErrnos())
 }
 
 // isLockErr reports whether a badger.Open error is its directory lock.
 func isLockErr(err error) bool {
-	return errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock")
+	return hasErrno(err, lockErrnos()) || strings.Contains(err.Error(), "Cannot acquire directory lock")
+}
+
+// hasErrno reports whether err is, wraps or names one of errnos.
+func hasErrno(err error, errnos []syscall.Errno) bool {
+	for _, e := range errnos {
+		if errors.Is(err, e) || strings.Contains(err.Error(), e.Error()) {
+			return true
+		}
+	}
+	return false
 }
 
 // ioErr wraps an error of the database, classifying out-of-space.
@@ -83,14 +90,4 @@ func ioErr(dir, op string, err error) error {
 		return corruptf(dir, "%s: %v", op, err)
 	}
 	return fmt.Errorf("store %s: %s: %w", dir, op, err)
-}
-
-// freeSpace returns the bytes available to this user on the device holding
-// dir, or MaxUint64 if that cannot be told.
-func freeSpace(dir string) uint64 {
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		return ^uint64(0)
-	}
-	return st.Bavail * uint64(st.Bsize)
 }

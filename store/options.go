@@ -36,7 +36,7 @@ type Options struct {
 
 	// Unexported knobs for tests.
 	l0Compact int                 // L0 tables that trigger a compaction; 0: defaultL0Compact
-	freeSpace func(string) uint64 // free bytes on the device of a directory; nil: statfs
+	freeSpace func(string) uint64 // free bytes on the device of a directory; nil: the OS's (sys.go)
 	syncErr   func() error        // if set, called before every sync; an error fails it
 }
 

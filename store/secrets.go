@@ -46,11 +46,12 @@ func readSecrets(dir string, log *slog.Logger) (secrets, error) {
 	if err != nil {
 		return secrets{}, ioErr(dir, "read the secrets file", err)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("secrets file was readable by others; made it private", "path", path, "mode", fi.Mode().Perm())
-		if err := os.Chmod(path, 0o600); err != nil {
-			return secrets{}, ioErr(dir, "make the secrets file private (chmod 0600)", err)
-		}
+	tightened, err := makeFilePrivate(path)
+	if err != nil {
+		return secrets{}, ioErr(dir, "make the secrets file private", err)
+	}
+	if tightened {
+		log.Warn("secrets file was readable by others; made it private", "path", path)
 	}
 	var sec secrets
 	if err := json.Unmarshal(data, &sec); err != nil {
@@ -95,18 +96,6 @@ func writeSecrets(dir string, sec secrets) error {
 		return ioErr(dir, "write the secrets file", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Identity returns the device's marshalled private key, if one was set.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 
 	"github.com/danyue/danyue/crdt"
 )
@@ -23,7 +22,7 @@ type Store struct {
 	dbDir string // badger's directory inside it
 	opt   Options
 	log   *slog.Logger
-	lock  *os.File // flocked for the Store's lifetime, across idle closes
+	lock  *os.File // locked (lockFile) for the Store's lifetime, across idle closes
 	epoch uint64
 
 	// What the store serves from memory: the last durable sequence number,
@@ -71,10 +70,11 @@ type Store struct {
 	syncs, synced atomic.Int64 // syncs started, batches made durable
 }
 
-// Open opens the store in dir, creating dir (mode 0700) and a new store,
-// with a new random epoch, if it holds none. It fails with ErrLocked if
-// another Store (in this or another process) has dir open, ErrNewerSchema if
-// a newer danyue wrote it, and ErrCorrupt if what it holds cannot be read.
+// Open opens the store in dir, creating dir (private to this user) and a
+// new store, with a new random epoch, if it holds none. It fails with
+// ErrLocked if another Store (in this or another process) has dir open,
+// ErrNewerSchema if a newer danyue wrote it, and ErrCorrupt if what it
+// holds cannot be read.
 func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -129,24 +129,19 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-// ensureDir creates the data directory, or tightens an existing one to
-// 0700: it holds the device's secrets.
+// ensureDir creates the data directory, or tightens an existing one so that
+// only this user can reach it (MakePrivateDir): it holds the device's
+// secrets.
 func (s *Store) ensureDir() error {
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return ioErr(s.dir, "create the data directory", err)
-	}
-	fi, err := os.Stat(s.dir)
-	if err != nil {
-		return ioErr(s.dir, "open the data directory", err)
-	}
-	if !fi.IsDir() {
+	if fi, err := os.Stat(s.dir); err == nil && !fi.IsDir() {
 		return fmt.Errorf("open store %s: not a directory; pass a directory for the data", s.dir)
 	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		s.log.Warn("data directory was readable by others; made it private", "dir", s.dir, "mode", fi.Mode().Perm())
-		if err := os.Chmod(s.dir, 0o700); err != nil {
-			return ioErr(s.dir, "make the data directory private (chmod 0700)", err)
-		}
+	tightened, err := MakePrivateDir(s.dir)
+	if err != nil {
+		return ioErr(s.dir, "create the data directory, private to this user", err)
+	}
+	if tightened {
+		s.log.Warn("data directory was readable by others; made it private", "dir", s.dir)
 	}
 	return nil
 }
@@ -158,9 +153,9 @@ func (s *Store) lockDir() error {
 	if err != nil {
 		return ioErr(s.dir, "open the lock file", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if errors.Is(err, errLockHeld) {
 			return lockedErr(s.dir)
 		}
 		return ioErr(s.dir, "lock the data directory", err)

@@ -9,11 +9,10 @@ import (
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 )
 
 // The syncer. A committed group is acknowledged once a sync that started
-// after its commit has finished: an fdatasync makes durable everything
+// after its commit has finished: a sync (syncFile) makes durable everything
 // written to the file before it was called, so one sync covers every group
 // committed before it, and a later one finishing covers earlier groups even
 // if their own sync is still running. Syncs start as soon as there is
@@ -29,7 +28,7 @@ import (
 //
 // What is synced: badger runs with SyncWrites off and every value below
 // ValueThreshold, so every write lands in the active memtable's WAL (an
-// mmap'd *.mem file) and the value log stays empty. syncWAL fdatasyncs the
+// mmap'd *.mem file) and the value log stays empty. syncWAL syncs the
 // newest WAL (which is what db.Sync's msync of it does; db.Sync would also
 // msync the empty value log, a second disk flush per group). A group that
 // fills the memtable makes badger rotate to a new WAL; db.Sync would not
@@ -173,7 +172,7 @@ func (s *Store) syncWAL(db *badger.DB) error {
 		return err
 	}
 	newest := mems[len(mems)-1]
-	if err := fdatasync(filepath.Join(s.dbDir, newest)); err != nil {
+	if err := syncFile(filepath.Join(s.dbDir, newest)); err != nil {
 		return err
 	}
 	s.walMu.Lock()
@@ -182,7 +181,7 @@ func (s *Store) syncWAL(db *badger.DB) error {
 		return nil
 	}
 	for _, m := range mems[:len(mems)-1] {
-		if err := fdatasync(filepath.Join(s.dbDir, m)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := syncFile(filepath.Join(s.dbDir, m)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err // (a WAL that vanished was flushed to a table meanwhile)
 		}
 	}
@@ -216,16 +215,4 @@ func (s *Store) memFiles() ([]string, error) {
 		}
 	}
 	return mems, nil
-}
-
-func fdatasync(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = unix.Fdatasync(int(f.Fd()))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

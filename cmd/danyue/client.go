@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"text/tabwriter"
 
+	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/client"
 )
 
@@ -32,7 +32,7 @@ func addClientFlags(fs *flagSet, e *env, withJSON bool) clientFlags {
 func (cf clientFlags) client() *client.Client {
 	sock := *cf.socket
 	if sock == "" {
-		sock = filepath.Join(*cf.data, "api.sock")
+		sock = daemon.DefaultSocket(*cf.data)
 	}
 	return client.New(sock)
 }

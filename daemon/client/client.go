@@ -1,6 +1,6 @@
 // Package client is the typed client of the danyue daemon's local API, used
 // by every CLI command and by tests. It speaks to the daemon over its unix
-// socket.
+// socket, or on Windows its named pipe (dial_*.go).
 package client
 
 import (
@@ -14,14 +14,18 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"syscall"
 )
 
 // ErrNoDaemon means nothing is listening on the socket: the daemon of that
 // data dir is not running.
 var ErrNoDaemon = errors.New("no daemon is running")
+
+// ErrNotOurDaemon means the local endpoint is served by a process of another
+// user, and nothing was sent to it. Only Windows reports it: pipe names are
+// machine-wide, and another account could take the daemon's before it
+// starts, while a unix socket lives in the user's own 0700 directory.
+var ErrNotOurDaemon = errors.New("the daemon's endpoint is served by another user's process")
 
 // APIError is an error answered by the daemon: Code is stable for programs,
 // Detail is for people.
@@ -44,12 +48,12 @@ type Client struct {
 	http   *http.Client
 }
 
-// New returns a client for the daemon listening on the unix socket path.
+// New returns a client for the daemon listening on socket: a unix socket
+// path, or on Windows a named pipe (daemon.DefaultSocket gives either).
 func New(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return dial(ctx, socket)
 		},
 		MaxIdleConnsPerHost: 64,
 	}
@@ -112,7 +116,7 @@ func (c *Client) send(ctx context.Context, method, path string, header http.Head
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) {
+		if isNoDaemon(err) {
 			return nil, fmt.Errorf("%w (no socket answers at %s)", ErrNoDaemon, c.socket)
 		}
 		return nil, err
