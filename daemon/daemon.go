@@ -32,6 +32,10 @@ type Config struct {
 	// Socket is the local endpoint of the API: a unix socket, or on Windows
 	// a named pipe; default DefaultSocket(DataDir).
 	Socket string
+	// NoSocket serves no local endpoint: an app that embeds the daemon
+	// reaches it in process (InProcess) or on HTTP, and iOS limits a socket
+	// path to 104 bytes, which a path inside an app's container exceeds.
+	NoSocket bool
 	// HTTP is an optional loopback TCP address for the API ("127.0.0.1:7100"),
 	// for apps that cannot use a unix socket. Requests need the bearer token
 	// in DataDir/api-token.
@@ -101,7 +105,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("no data dir given")
 	}
-	if cfg.Socket == "" {
+	if cfg.Socket == "" && !cfg.NoSocket {
 		cfg.Socket = DefaultSocket(cfg.DataDir)
 	}
 	if cfg.Name == "" {
@@ -301,7 +305,9 @@ func (d *Daemon) Close() error {
 		errs = append(errs, node.Close())
 	}
 	errs = append(errs, d.store.Close())
-	removeLocal(d.cfg.Socket)
+	if !d.cfg.NoSocket {
+		removeLocal(d.cfg.Socket)
+	}
 	return errors.Join(errs...)
 }
 
@@ -312,7 +318,8 @@ func (d *Daemon) Err() <-chan error { return d.serveErr }
 // Device returns this device's id.
 func (d *Daemon) Device() crdt.DeviceID { return d.self }
 
-// Socket returns the API's local endpoint: a unix socket, or a named pipe.
+// Socket returns the API's local endpoint: a unix socket, or a named pipe;
+// empty with NoSocket.
 func (d *Daemon) Socket() string { return d.cfg.Socket }
 
 func (d *Daemon) nodeID() libp2ppeer.ID {

@@ -44,11 +44,13 @@ type connInfo struct {
 
 func (d *Daemon) serveAPI() error {
 	handler := d.routes()
-	localLn, err := listenLocal(d.cfg.Socket)
-	if err != nil {
-		return err
+	if !d.cfg.NoSocket {
+		localLn, err := listenLocal(d.cfg.Socket)
+		if err != nil {
+			return err
+		}
+		d.serve(localLn, handler, localCaller)
 	}
-	d.serve(localLn, handler, localCaller)
 	if d.cfg.HTTP != "" {
 		tcpLn, err := listenTCP(d.cfg.HTTP, d.cfg.HTTPAllowRemote)
 		if err != nil {

@@ -29,7 +29,7 @@ import (
 // Config is what a node starts with. Make one with NewConfig and change the
 // fields that matter to the app.
 type Config struct {
-	// DataDir holds the node's store, identity and API socket; the app's
+	// DataDir holds the node's store and identity; the app's
 	// private files dir (Android Context.getFilesDir, iOS Application
 	// Support). Created 0700.
 	DataDir string
@@ -106,12 +106,15 @@ func Start(cfg *Config) (*Node, error) {
 	}
 	dcfg := daemon.Config{
 		DataDir: cfg.DataDir,
-		Name:    cfg.Name,
-		HTTP:    cfg.HTTP,
-		Listen:  splitAddrs(cfg.Listen),
-		Peers:   splitAddrs(cfg.Peers),
-		NoMDNS:  cfg.NoMDNS,
-		Logger:  log,
+		// The app reaches its node in process (or on HTTP); a socket path
+		// in an iOS app container is past the 104-byte limit.
+		NoSocket: true,
+		Name:     cfg.Name,
+		HTTP:     cfg.HTTP,
+		Listen:   splitAddrs(cfg.Listen),
+		Peers:    splitAddrs(cfg.Peers),
+		NoMDNS:   cfg.NoMDNS,
+		Logger:   log,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := daemon.Start(ctx, dcfg)

@@ -351,3 +351,24 @@ func TestStartStop(t *testing.T) {
 		t.Fatalf("SyncOnce on a zero Node = %v", err)
 	}
 }
+
+// An app's data dir may be longer than a unix socket path can be (iOS app
+// containers are): the embedded node serves no socket and works anyway.
+func TestLongDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), strings.Repeat("Application Support-", 6), "danyue")
+	cfg := NewConfig(dir)
+	cfg.Listen = "/ip4/127.0.0.1/tcp/0"
+	cfg.NoMDNS = true
+	cfg.LogLevel = "off"
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatalf("start on a %d-byte data dir: %v", len(dir), err)
+	}
+	defer n.Stop()
+	if b, err := n.SetPosition(keyA, 7, 0.1, ""); err != nil || b.Char != 7 {
+		t.Fatalf("set position = %+v, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "api.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an embedded node made a socket: %v", err)
+	}
+}
