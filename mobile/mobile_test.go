@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
 )
 
@@ -368,7 +369,7 @@ func TestLongDataDir(t *testing.T) {
 	if b, err := n.SetPosition(keyA, 7, 0.1, ""); err != nil || b.Char != 7 {
 		t.Fatalf("set position = %+v, %v", b, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "api.sock")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(daemon.DefaultSocket(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an embedded node made a socket: %v", err)
 	}
 }

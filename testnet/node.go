@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,7 +56,7 @@ func (n *Node) Index() int { return n.index }
 
 // DataDir returns the node's --data dir; Socket the API's unix socket in it.
 func (n *Node) DataDir() string { return n.dir }
-func (n *Node) Socket() string  { return filepath.Join(n.dir, "api.sock") }
+func (n *Node) Socket() string  { return daemon.DefaultSocket(n.dir) }
 
 // Namespace and IP return the node's network namespace and IPv4 address on
 // the LAN; both are empty in local mode.

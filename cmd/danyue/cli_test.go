@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 )
@@ -46,7 +47,7 @@ func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemon
 	p := &daemonProc{data: data, cmd: cmd, done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() { p.stop(t) })
-	c := client.New(filepath.Join(data, "api.sock"))
+	c := client.New(daemon.DefaultSocket(data))
 	defer c.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -166,7 +167,7 @@ func TestCLITwoDevices(t *testing.T) {
 	}
 
 	// A book written on A through the API shows on B through the CLI.
-	ca := client.New(filepath.Join(a.data, "api.sock"))
+	ca := client.New(daemon.DefaultSocket(a.data))
 	defer ca.Close()
 	const key = "md5:900150983cd24fb0d6963f7d28e17f72"
 	if _, err := ca.SetPosition(context.Background(), key, 500, 0.25, "The Story of the Stone"); err != nil {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/internal/procstat"
 )
@@ -34,9 +34,9 @@ func TestMeasureIdle(t *testing.T) {
 	a := startDaemonProc(t, "idle-a")
 	b := startDaemonProc(t, "idle-b")
 	ctx := context.Background()
-	ca := client.New(filepath.Join(a.data, "api.sock"))
+	ca := client.New(daemon.DefaultSocket(a.data))
 	defer ca.Close()
-	cb := client.New(filepath.Join(b.data, "api.sock"))
+	cb := client.New(daemon.DefaultSocket(b.data))
 	defer cb.Close()
 	code, err := ca.Invite(ctx)
 	if err != nil {

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 )
@@ -24,9 +24,9 @@ func TestCLISyncOnce(t *testing.T) {
 	if res := b.cli(t, "join", strings.TrimSpace(res.stdout)); res.code != 0 {
 		t.Fatalf("join: exit %d, stderr %q", res.code, res.stderr)
 	}
-	ca := client.New(filepath.Join(a.data, "api.sock"))
+	ca := client.New(daemon.DefaultSocket(a.data))
 	defer ca.Close()
-	cb := client.New(filepath.Join(b.data, "api.sock"))
+	cb := client.New(daemon.DefaultSocket(b.data))
 	defer cb.Close()
 	const key = "md5:900150983cd24fb0d6963f7d28e17f72"
 	if _, err := ca.SetPosition(context.Background(), key, 500, 0.25, "The Story of the Stone"); err != nil {
