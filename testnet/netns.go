@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -205,11 +204,6 @@ func stalePID(name string) (int, bool) {
 	}
 	pid, err := strconv.Atoi(digits)
 	return pid, err == nil && pid > 0
-}
-
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Isolate cuts nodes off the LAN, each on its own; the others stay together.

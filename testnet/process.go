@@ -16,10 +16,8 @@ type proc struct {
 	err     error         // what cmd.Wait returned; set before done closes
 }
 
-// startProc starts argv with env. The process gets its own process group
-// (so a signal reaches whatever it starts, and a terminal's ^C does not) and
-// SIGKILL when this process dies, so no daemon outlives the test even if
-// the cleanup never runs. Each line of its stdout and stderr goes to emit.
+// startProc starts argv with env, in a process group of its own where the
+// OS has them (procAttr). Each line of its stdout and stderr goes to emit.
 func startProc(argv, env []string, emit func(string)) (*proc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
@@ -27,7 +25,7 @@ func startProc(argv, env []string, emit func(string)) (*proc, error) {
 	// One writer for both: exec then copies both streams through a single
 	// pipe, in the order the process wrote them.
 	cmd.Stdout, cmd.Stderr = lw, lw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -49,7 +47,7 @@ func startProc(argv, env []string, emit func(string)) (*proc, error) {
 
 // signal sends sig to the process's group.
 func (p *proc) signal(sig syscall.Signal) {
-	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	_ = signalGroup(p.cmd.Process.Pid, sig)
 }
 
 func (p *proc) exited() bool {
