@@ -41,6 +41,7 @@ func commands() []command {
 		joinCommand(),
 		kosyncCommand(),
 		keyCommand(),
+		serviceCommand(),
 	}
 }
 
