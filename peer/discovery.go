@@ -76,21 +76,26 @@ func (n *Node) startDiscovery() *discovery {
 		off:     make(map[string]bool),
 		logger:  slog.NewLogLogger(n.log.With("component", "mdns").Handler(), slog.LevelDebug),
 	}
-	d.ifaces = n.cfg.MDNSInterfaces
-	if len(d.ifaces) == 0 {
-		d.ifaces = multicastInterfaces()
+	candidates := n.cfg.MDNSInterfaces
+	if len(candidates) == 0 {
+		candidates = multicastInterfaces()
 	}
-	if len(d.ifaces) == 0 {
+	if len(candidates) == 0 {
 		n.log.Warn("mdns: LAN discovery is off: no up, multicast-capable interface; add the other devices with --peer MULTIADDR (their addresses are in danyue status)")
 		return d
 	}
 	hostAddrs := n.host.Addrs()
 	instance := n.host.ID().String()
-	for i := range d.ifaces {
-		ifc := &d.ifaces[i]
+	// d.ifaces keeps the interfaces to query: those whose server started
+	// and those we do not listen on (nothing to announce, still peers to
+	// find); an interface whose server could not bind is dropped, since a
+	// query there would bind the same port the same way.
+	for i := range candidates {
+		ifc := &candidates[i]
 		ips, addrs := addrsOnInterface(ifc, hostAddrs)
 		if len(addrs) == 0 {
 			n.log.Debug("mdns: not listening on this interface, not announcing there", "iface", ifc.Name)
+			d.ifaces = append(d.ifaces, *ifc)
 			continue
 		}
 		port, _ := strconv.Atoi(valueOr(addrs[0], ma.P_TCP))
@@ -98,6 +103,7 @@ func (n *Node) startDiscovery() *discovery {
 		zone, err := mdns.NewMDNSService(instance, mdnsService, mdnsDomain, instance+".local.", port, ips, txt)
 		if err != nil {
 			n.log.Warn("mdns: cannot announce on interface", "iface", ifc.Name, "err", err)
+			d.ifaces = append(d.ifaces, *ifc)
 			continue
 		}
 		// NewServer fails only when neither family's multicast socket could
@@ -108,13 +114,14 @@ func (n *Node) startDiscovery() *discovery {
 			continue
 		}
 		d.servers = append(d.servers, srv)
+		d.ifaces = append(d.ifaces, *ifc)
 	}
-	if len(d.off) == len(d.ifaces) {
+	if len(d.ifaces) == 0 {
 		return d // each interface has said why; static peers remain
 	}
-	n.log.Info("mdns discovery started", "announcing_on", len(d.servers), "querying_on", len(d.ifaces)-len(d.off))
 	n.spawn(d.consume)
 	n.spawn(d.queryLoop)
+	n.log.Info("mdns discovery started", "announcing_on", len(d.servers), "querying_on", len(d.ifaces))
 	return d
 }
 

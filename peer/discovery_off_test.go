@@ -114,6 +114,11 @@ func TestDiscoveryOffWhenPortHeld(t *testing.T) {
 		return connectedTo(b.node, a.id) && connectedTo(a.node, b.id)
 	})
 	checkOffLine(t, logs.String(), lo.Name)
+	// Nothing is left to query: whoever waits for the first round of
+	// discovery learns at once that there is none.
+	if left := b.node.disc.ifaces; len(left) != 0 {
+		t.Errorf("still querying on %v", left)
+	}
 }
 
 // A query that cannot bind turns discovery off on its interface too, once:
