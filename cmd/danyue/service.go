@@ -239,6 +239,20 @@ func taskXML(exe, user string, args []string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
+// checkInstallable refuses to register a danyue.exe that will be gone at
+// the next logon: "go run" builds it in the temp dir and deletes it on exit.
+// Paths are Windows paths, compared without regard to case.
+func checkInstallable(exe, tempDir string) error {
+	dir := strings.ToLower(strings.TrimRight(tempDir, `\/`))
+	if dir != "" && strings.HasPrefix(strings.ToLower(exe), dir+`\`) {
+		return &usageError{
+			msg:  fmt.Sprintf("%s is a temporary build (go run?); the task needs a danyue.exe that stays", exe),
+			hint: "go install ./cmd/danyue, then danyue service install",
+		}
+	}
+	return nil
+}
+
 // windowsCommandLine joins args the way Windows programs split their command
 // line (CommandLineToArgvW, which Go's runtime follows), so that a data dir
 // with spaces reaches the daemon as one argument.

@@ -106,6 +106,26 @@ func TestTaskArgs(t *testing.T) {
 	}
 }
 
+func TestCheckInstallable(t *testing.T) {
+	const tmp = `C:\Users\a\AppData\Local\Temp`
+	tests := []struct {
+		exe string
+		ok  bool
+	}{
+		{`C:\Users\a\go\bin\danyue.exe`, true},
+		{`C:\Program Files\danyue\danyue.exe`, true},
+		{`C:\Users\a\AppData\Local\Temp\go-build123\b001\exe\danyue.exe`, false},
+		{`c:\users\A\appdata\local\temp\go-build1\danyue.exe`, false},
+		{`C:\Users\a\AppData\Local\Temporary\danyue.exe`, true},
+	}
+	for _, tt := range tests {
+		err := checkInstallable(tt.exe, tmp)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkInstallable(%s) = %v, want ok=%v", tt.exe, err, tt.ok)
+		}
+	}
+}
+
 func TestSchtasksArgs(t *testing.T) {
 	tests := []struct {
 		action string

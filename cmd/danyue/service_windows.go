@@ -46,6 +46,9 @@ func installTask(ctx context.Context, e *env, data string, dataSet bool, daemonF
 	if exe, err = filepath.Abs(exe); err != nil {
 		return fmt.Errorf("install task: %w", err)
 	}
+	if err := checkInstallable(exe, os.TempDir()); err != nil {
+		return err
+	}
 	u, err := user.Current()
 	if err != nil {
 		return fmt.Errorf("install task: who is the user: %w", err)
