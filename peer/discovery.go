@@ -43,13 +43,17 @@ import (
 //   - Windows: SO_REUSEADDR. The DNS Client service (Dnscache) and browsers
 //     bind 5353 with SO_REUSEADDR, not SO_EXCLUSIVEADDRUSE, so it is shared.
 //
-// Multicast datagrams reach every socket that shares the port, and mDNS
-// here is all multicast, so each responder sees every query and answer.
+// Queries arrive by multicast, which reaches every socket sharing the port.
+// Answers (the library's server, and any responder for a query from a port
+// other than 5353, RFC 6762 section 6.7) go by unicast to the querier's own
+// ephemeral port, which nobody shares. So sharing 5353 loses nothing, where
+// a unicast datagram to 5353 would reach only one of the sharing sockets.
 // Where the port cannot be shared (a program holds it without the options
 // above, SO_EXCLUSIVEADDRUSE on Windows, only SO_REUSEPORT on Linux, or a
 // sandbox refuses multicast), the bind fails: discovery is turned off on
 // that interface with one WARN line that names --peer, and the node goes on
 // with its static peers.
+
 const (
 	mdnsService  = "_danyue._tcp"
 	mdnsDomain   = "local."
