@@ -30,6 +30,30 @@ import (
 // devices starting together the later one's query finds the earlier one)
 // and then with backoff.
 
+// Sharing UDP port 5353 with the system's own responder. hashicorp/mdns
+// (v1.0.7) sets no socket option itself: every multicast socket it opens
+// (a server's, one per family on its interface; a query's, one per family,
+// beside an ephemeral unicast socket) comes from net.ListenMulticastUDP,
+// which binds the wildcard address, not the group, and before the bind sets
+// (net/sockopt_*.go, setDefaultMulticastSockopts):
+//   - Linux and Android: SO_REUSEADDR. avahi-daemon and systemd-resolved
+//     bind 5353 with SO_REUSEADDR too, so the port is shared.
+//   - macOS and the BSDs: SO_REUSEADDR and SO_REUSEPORT. mDNSResponder binds
+//     5353 with SO_REUSEPORT, so the port is shared.
+//   - Windows: SO_REUSEADDR. The DNS Client service (Dnscache) and browsers
+//     bind 5353 with SO_REUSEADDR, not SO_EXCLUSIVEADDRUSE, so it is shared.
+//
+// Queries arrive by multicast, which reaches every socket sharing the port.
+// Answers (the library's server, and any responder for a query from a port
+// other than 5353, RFC 6762 section 6.7) go by unicast to the querier's own
+// ephemeral port, which nobody shares. So sharing 5353 loses nothing, where
+// a unicast datagram to 5353 would reach only one of the sharing sockets.
+// Where the port cannot be shared (a program holds it without the options
+// above, SO_EXCLUSIVEADDRUSE on Windows, only SO_REUSEPORT on Linux, or a
+// sandbox refuses multicast), the bind fails: discovery is turned off on
+// that interface with one WARN line that names --peer, and the node goes on
+// with its static peers.
+
 const (
 	mdnsService  = "_danyue._tcp"
 	mdnsDomain   = "local."
@@ -44,42 +68,60 @@ type discovery struct {
 	ifaces  []net.Interface
 	entries chan *mdns.ServiceEntry
 	logger  *log.Logger
+
+	mu  sync.Mutex
+	off map[string]bool // interfaces where port 5353 cannot be bound
 }
 
 func (n *Node) startDiscovery() *discovery {
 	d := &discovery{
 		n:       n,
 		entries: make(chan *mdns.ServiceEntry, 64),
+		off:     make(map[string]bool),
 		logger:  slog.NewLogLogger(n.log.With("component", "mdns").Handler(), slog.LevelDebug),
 	}
-	d.ifaces = n.cfg.MDNSInterfaces
-	if len(d.ifaces) == 0 {
-		d.ifaces = multicastInterfaces()
+	candidates := n.cfg.MDNSInterfaces
+	if len(candidates) == 0 {
+		candidates = multicastInterfaces()
 	}
-	if len(d.ifaces) == 0 {
-		n.log.Warn("mdns: no up, multicast-capable interface; LAN discovery is off (static peers still work)")
+	if len(candidates) == 0 {
+		n.log.Warn("mdns: LAN discovery is off: no up, multicast-capable interface; add the other devices with --peer MULTIADDR (their addresses are in danyue status)")
 		return d
 	}
 	hostAddrs := n.host.Addrs()
 	instance := n.host.ID().String()
-	for i := range d.ifaces {
-		ifc := &d.ifaces[i]
+	// d.ifaces keeps the interfaces to query: those whose server started
+	// and those we do not listen on (nothing to announce, still peers to
+	// find); an interface whose server could not bind is dropped, since a
+	// query there would bind the same port the same way.
+	for i := range candidates {
+		ifc := &candidates[i]
 		ips, addrs := addrsOnInterface(ifc, hostAddrs)
 		if len(addrs) == 0 {
 			n.log.Debug("mdns: not listening on this interface, not announcing there", "iface", ifc.Name)
+			d.ifaces = append(d.ifaces, *ifc)
 			continue
 		}
 		port, _ := strconv.Atoi(valueOr(addrs[0], ma.P_TCP))
 		txt := announceTXT(n.cfg.Library.announceHash(), n.host.ID(), addrs)
 		zone, err := mdns.NewMDNSService(instance, mdnsService, mdnsDomain, instance+".local.", port, ips, txt)
-		if err == nil {
-			var srv *mdns.Server
-			if srv, err = mdns.NewServer(&mdns.Config{Zone: zone, Iface: ifc, Logger: d.logger}); err == nil {
-				d.servers = append(d.servers, srv)
-				continue
-			}
+		if err != nil {
+			n.log.Warn("mdns: cannot announce on interface", "iface", ifc.Name, "err", err)
+			d.ifaces = append(d.ifaces, *ifc)
+			continue
 		}
-		n.log.Warn("mdns: cannot announce on interface", "iface", ifc.Name, "err", err)
+		// NewServer fails only when neither family's multicast socket could
+		// be opened: the port is not ours to share here (see the top).
+		srv, err := mdns.NewServer(&mdns.Config{Zone: zone, Iface: ifc, Logger: d.logger})
+		if err != nil {
+			d.turnOff(ifc.Name, err)
+			continue
+		}
+		d.servers = append(d.servers, srv)
+		d.ifaces = append(d.ifaces, *ifc)
+	}
+	if len(d.ifaces) == 0 {
+		return d // each interface has said why; static peers remain
 	}
 	n.spawn(d.consume)
 	n.spawn(d.queryLoop)
@@ -113,6 +155,9 @@ func (d *discovery) queryLoop() {
 func (d *discovery) queryOnce() {
 	var wg sync.WaitGroup
 	for i := range d.ifaces {
+		if d.isOff(d.ifaces[i].Name) {
+			continue
+		}
 		for _, v6 := range []bool{false, true} {
 			wg.Go(func() {
 				err := mdns.QueryContext(d.n.ctx, &mdns.QueryParam{
@@ -125,13 +170,50 @@ func (d *discovery) queryOnce() {
 					DisableIPv6: !v6,
 					Logger:      d.logger,
 				})
-				if err != nil && d.n.ctx.Err() == nil {
+				switch {
+				case err == nil || d.n.ctx.Err() != nil:
+				case isBindError(err):
+					d.turnOff(d.ifaces[i].Name, err)
+				default:
 					d.n.log.Debug("mdns: query failed", "iface", d.ifaces[i].Name, "ipv6", v6, "err", err)
 				}
 			})
 		}
 	}
 	wg.Wait()
+}
+
+// turnOff stops discovery on an interface whose mDNS port cannot be bound,
+// and says so once, with what to do instead: a user whose devices do not
+// find each other reads the log for exactly this.
+func (d *discovery) turnOff(iface string, err error) {
+	d.mu.Lock()
+	already := d.off[iface]
+	d.off[iface] = true
+	d.mu.Unlock()
+	if already {
+		return
+	}
+	d.n.log.Warn("mdns: LAN discovery is off on this interface; add the other devices with --peer MULTIADDR (their addresses are in danyue status)",
+		"iface", iface,
+		"reason", "cannot bind UDP port 5353: another program holds it without sharing it, or the system refuses multicast",
+		"err", err)
+}
+
+func (d *discovery) isOff(iface string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.off[iface]
+}
+
+// isBindError reports whether a query failed because its sockets could not
+// be bound, which will not change by retrying, rather than because a send
+// failed, which does (IPv6 addresses still tentative after boot). The
+// library has no sentinel; v1.0.7 says "failed to bind to any unicast udp
+// port" or "failed to bind to any multicast udp port", and
+// TestDiscoveryOffWhenPortHeld checks that against the real library.
+func isBindError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "failed to bind")
 }
 
 func (d *discovery) consume() {

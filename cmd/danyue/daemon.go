@@ -30,7 +30,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func runDaemon(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, daemonCommand(), "danyue daemon --name laptop --http 127.0.0.1:7100")
-	data := dataDirFlag(fs, e)
+	data := daemonDataDirFlag(fs, e)
 	name := fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")
 	socket := fs.String("socket", "", "unix socket `PATH` of the local API (default DATA/api.sock)")
 	httpAddr := fs.String("http", "", "also serve the API on this loopback `ADDRESS` (requests need the bearer token in DATA/api-token)")

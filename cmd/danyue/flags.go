@@ -4,8 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -63,27 +61,4 @@ func parseArgs(fs *flagSet, args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
-}
-
-// dataDirFlag registers --data, shared by every command.
-func dataDirFlag(fs *flagSet, e *env) *string {
-	return fs.String("data", defaultDataDir(e), "data `DIR` of the daemon to talk to (default $DANYUE_DATA, else the XDG data dir)")
-}
-
-// defaultDataDir is $DANYUE_DATA, else $XDG_DATA_HOME/danyue, else
-// ~/.local/share/danyue.
-func defaultDataDir(e *env) string {
-	if d := e.getenv("DANYUE_DATA"); d != "" {
-		return d
-	}
-	if d := e.getenv("XDG_DATA_HOME"); d != "" {
-		return filepath.Join(d, "danyue")
-	}
-	home := e.getenv("HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = h
-		}
-	}
-	return filepath.Join(home, ".local", "share", "danyue")
 }

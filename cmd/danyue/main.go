@@ -42,6 +42,7 @@ func commands() []command {
 		syncCommand(),
 		kosyncCommand(),
 		keyCommand(),
+		serviceCommand(),
 	}
 }
 
