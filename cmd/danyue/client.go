@@ -21,7 +21,7 @@ type clientFlags struct {
 func addClientFlags(fs *flagSet, e *env, withJSON bool) clientFlags {
 	cf := clientFlags{
 		data:   dataDirFlag(fs, e),
-		socket: fs.String("socket", "", "unix socket `PATH` of the daemon (default DATA/api.sock)"),
+		socket: fs.String("socket", "", socketHelp),
 	}
 	if withJSON {
 		cf.json = fs.Bool("json", false, "print JSON for scripts instead of a table")

@@ -28,17 +28,37 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
+// nodeFlags are the flags of the commands that run this device's daemon:
+// who it is and how it finds its peers.
+type nodeFlags struct {
+	name          *string
+	listen, peers listFlag
+	noMDNS        *bool
+}
+
+func addNodeFlags(fs *flagSet) *nodeFlags {
+	nf := &nodeFlags{name: fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")}
+	fs.Var(&nf.listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default /ip4/0.0.0.0/tcp/0 and /ip6/::/tcp/0)")
+	fs.Var(&nf.peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
+	nf.noMDNS = fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
+	return nf
+}
+
+// config is the daemon config of data dir data with these flags.
+func (nf *nodeFlags) config(data string) daemon.Config {
+	return daemon.Config{DataDir: data, Name: *nf.name, Listen: nf.listen, Peers: nf.peers, NoMDNS: *nf.noMDNS}
+}
+
+// socketHelp describes --socket, the API's local endpoint.
+const socketHelp = "`PATH` of the local API: a unix socket, a named pipe on Windows (default DATA/api.sock, on Windows a pipe named after DATA)"
+
 func runDaemon(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, daemonCommand(), "danyue daemon --name laptop --http 127.0.0.1:7100")
 	data := daemonDataDirFlag(fs, e)
-	name := fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")
-	socket := fs.String("socket", "", "unix socket `PATH` of the local API (default DATA/api.sock)")
+	node := addNodeFlags(fs)
+	socket := fs.String("socket", "", socketHelp)
 	httpAddr := fs.String("http", "", "also serve the API on this loopback `ADDRESS` (requests need the bearer token in DATA/api-token)")
 	allowRemote := fs.Bool("http-allow-remote", false, "allow --http to bind a non-loopback address (the token is then the only protection)")
-	var listen, peers listFlag
-	fs.Var(&listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default /ip4/0.0.0.0/tcp/0 and /ip6/::/tcp/0)")
-	fs.Var(&peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
-	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
 	kosyncAddr := fs.String("kosync", "", "serve KOReader's progress sync on this `ADDRESS` (0.0.0.0:7200: reachable from the LAN, for KOReader devices)")
 	kosyncReg := fs.Bool("kosync-registration", false, "let anyone who reaches --kosync create accounts (default: only danyue kosync adduser does)")
 	kosyncPrefix := fs.String("kosync-prefix", "", "serve the progress sync under this URL `PATH` (/kosync), e.g. behind a reverse proxy")
@@ -62,22 +82,11 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 		}
 		logger.Warn("wall clock shifted by DANYUE_CLOCK_OFFSET (a testing aid)", "offset", offset)
 	}
-	d, err := daemon.Start(ctx, daemon.Config{
-		DataDir:         *data,
-		Name:            *name,
-		Socket:          *socket,
-		HTTP:            *httpAddr,
-		HTTPAllowRemote: *allowRemote,
-		Listen:          listen,
-		Peers:           peers,
-		NoMDNS:          *noMDNS,
-		ClockOffset:     offset,
-		Logger:          logger,
-
-		Kosync:             *kosyncAddr,
-		KosyncRegistration: *kosyncReg,
-		KosyncPrefix:       *kosyncPrefix,
-	})
+	cfg := node.config(*data)
+	cfg.Socket, cfg.HTTP, cfg.HTTPAllowRemote = *socket, *httpAddr, *allowRemote
+	cfg.ClockOffset, cfg.Logger = offset, logger
+	cfg.Kosync, cfg.KosyncRegistration, cfg.KosyncPrefix = *kosyncAddr, *kosyncReg, *kosyncPrefix
+	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

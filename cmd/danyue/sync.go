@@ -25,14 +25,11 @@ func syncCommand() command {
 // on the data dir, it asks that one instead.
 func runSync(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, syncCommand(), "danyue sync --once --timeout 1m")
-	cf := addClientFlags(fs, e, false)
-	once := fs.Bool("once", false, "sync until caught up, then exit (required: `danyue daemon` syncs continuously)")
+	// sync runs this device's daemon, or asks the one running.
+	cf := clientFlags{data: daemonDataDirFlag(fs, e), socket: fs.String("socket", "", socketHelp)}
+	once := fs.Bool("once", false, "sync until caught up, then exit (required: danyue daemon syncs continuously)")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `DURATION` (exit status 1)")
-	name := fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")
-	var listen, peers listFlag
-	fs.Var(&listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default every interface, a port the OS picks)")
-	fs.Var(&peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
-	noMDNS := fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
+	node := addNodeFlags(fs)
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -53,15 +50,9 @@ func runSync(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	d, err := daemon.Start(ctx, daemon.Config{
-		DataDir: *cf.data,
-		Socket:  *cf.socket,
-		Name:    *name,
-		Listen:  listen,
-		Peers:   peers,
-		NoMDNS:  *noMDNS,
-		Logger:  logger,
-	})
+	cfg := node.config(*cf.data)
+	cfg.Socket, cfg.Logger = *cf.socket, logger
+	d, err := daemon.Start(ctx, cfg)
 	if errors.Is(err, daemon.ErrLocked) {
 		return waitRunning(ctx, e, cf)
 	}
