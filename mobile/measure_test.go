@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -30,13 +29,9 @@ func TestMeasureIdleEmbedded(t *testing.T) {
 		holdEmbeddedNode(t, dir, os.Getenv("DANYUE_EMBED_CODE"))
 		return
 	}
-	window := 60 * time.Second
-	if v := os.Getenv("DANYUE_MEASURE_SECONDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		window = time.Duration(n) * time.Second
+	window, err := procstat.Window()
+	if err != nil {
+		t.Fatal(err)
 	}
 	const books = 10_000
 	laptop := startNode(t, "laptop")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -22,13 +21,9 @@ func TestMeasureIdle(t *testing.T) {
 	if os.Getenv("DANYUE_MEASURE_IDLE") == "" {
 		t.Skip("set DANYUE_MEASURE_IDLE=1 to measure the idle daemon (takes about 2.5 minutes)")
 	}
-	window := 60 * time.Second
-	if v := os.Getenv("DANYUE_MEASURE_SECONDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		window = time.Duration(n) * time.Second
+	window, err := procstat.Window()
+	if err != nil {
+		t.Fatal(err)
 	}
 	books := 10000
 	a := startDaemonProc(t, "idle-a")

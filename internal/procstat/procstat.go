@@ -65,6 +65,20 @@ func Read(pid int) (Sample, error) {
 	return s, nil
 }
 
+// Window is how long an idle measurement samples: a minute, or
+// DANYUE_MEASURE_SECONDS seconds.
+func Window() (time.Duration, error) {
+	v := os.Getenv("DANYUE_MEASURE_SECONDS")
+	if v == "" {
+		return time.Minute, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("DANYUE_MEASURE_SECONDS=%q is not a number of seconds", v)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
 // Report is what a process cost between two samples.
 func Report(before, after Sample, window time.Duration) string {
 	cpu := after.CPU - before.CPU
