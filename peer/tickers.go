@@ -10,8 +10,10 @@ import (
 // a minute for addresses that change when the network does, which is rare;
 // a minute between checks costs nothing a user would notice (mDNS and static
 // peers carry the addresses that matter). The variable is unexported, so it
-// is reached by name; if libp2p renames it, the build fails here rather than
-// the setting silently going away.
+// is reached by name. A linkname to a name libp2p no longer has still links
+// (it defines a new variable), so TestHostAddrsTickStillPatchesLibp2p reads
+// libp2p's source and fails if the variable is gone or no longer drives the
+// ticker.
 //
 //go:linkname hostAddrsTick github.com/libp2p/go-libp2p/p2p/host/basic.addrChangeTickrInterval
 var hostAddrsTick time.Duration
