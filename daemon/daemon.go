@@ -85,12 +85,15 @@ type Daemon struct {
 	deleted  int // books with a winning tombstone
 	skewWarn map[crdt.DeviceID]bool
 
-	joinMu   sync.Mutex // serialises joins, which swap the node
-	closing  chan struct{}
-	servers  []*http.Server
-	httpAddr string
-	serveErr chan error
-	wg       sync.WaitGroup
+	joinMu  sync.Mutex // serialises joins, which swap the node
+	closing chan struct{}
+	// closeOnce makes Close idempotent; closeErr is what the first returned.
+	closeOnce sync.Once
+	closeErr  error
+	servers   []*http.Server
+	httpAddr  string
+	serveErr  chan error
+	wg        sync.WaitGroup
 	// kosyncAddr is the kosync listener's address, if there is one.
 	kosyncAddr string
 }
@@ -285,8 +288,14 @@ func parseAddrs(ss []string) ([]multiaddr.Multiaddr, error) {
 }
 
 // Close stops accepting requests, lets in-flight ones finish, stops the peer
-// network and closes the store.
+// network and closes the store. Later calls wait for the first and return
+// what it returned.
 func (d *Daemon) Close() error {
+	d.closeOnce.Do(func() { d.closeErr = d.close() })
+	return d.closeErr
+}
+
+func (d *Daemon) close() error {
 	d.mu.Lock()
 	close(d.closing) // ends event streams, which Shutdown would wait for
 	d.mu.Unlock()
