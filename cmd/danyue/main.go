@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -82,6 +84,10 @@ func dispatch(ctx context.Context, e *env, args []string) error {
 		return &usageError{msg: "no command given", hint: "danyue help"}
 	}
 	name := args[0]
+	if name == "version" || name == "--version" || name == "-version" {
+		fmt.Fprintln(e.stdout, version())
+		return nil
+	}
 	if name == "help" || name == "-h" || name == "--help" || name == "-help" {
 		if len(args) > 1 {
 			if c, ok := lookup(args[1]); ok {
@@ -107,6 +113,27 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
+// version says which build this is: the module version (a tag, or a
+// pseudo-version with the commit) or, for a build from a checkout, the
+// commit the go command stamped, and the Go release and platform.
+func version() string {
+	v, commit := "(devel)", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision" && len(s.Value) >= 12:
+				commit = " " + s.Value[:12]
+			case s.Key == "vcs.modified" && s.Value == "true":
+				commit += "+dirty"
+			}
+		}
+	}
+	return fmt.Sprintf("danyue %s%s %s %s/%s", v, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
 func printUsage(w io.Writer) {
 	fmt.Fprintf(w, "danyue keeps the reading position, reading time and deletions of your\n")
 	fmt.Fprintf(w, "plain-text books in sync across your devices, peer to peer on the LAN.\n\n")
@@ -114,7 +141,7 @@ func printUsage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "\nRun \"danyue help COMMAND\" for a command's options and an example.\n")
+	fmt.Fprintf(w, "\nRun \"danyue help COMMAND\" for a command's options and an example; \"danyue --version\" for the build.\n")
 }
 
 // usageError is a mistake in the command line; main prints it with a hint and

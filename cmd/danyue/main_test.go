@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -94,6 +95,15 @@ func TestParseArgsIntersperses(t *testing.T) {
 		}
 		if strings.Join(pos, "|") != strings.Join(tt.wantPos, "|") || *asJSON != tt.wantJSON {
 			t.Errorf("parseArgs(%q) = %q json=%v, want %q json=%v", tt.args, pos, *asJSON, tt.wantPos, tt.wantJSON)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version"} {
+		res := runCLI(t, nil, arg)
+		if res.code != 0 || !strings.HasPrefix(res.stdout, "danyue ") || !strings.Contains(res.stdout, runtime.Version()) || strings.Count(res.stdout, "\n") != 1 {
+			t.Errorf("danyue %s: exit %d, stdout %q; want one line with the build and %s", arg, res.code, res.stdout, runtime.Version())
 		}
 	}
 }
