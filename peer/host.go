@@ -1,19 +1,25 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/pnet"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Timeouts. Readers wait for a frame as long as it takes (a push stream is
@@ -44,7 +50,7 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 // Noise, yamux, and none of the public-internet machinery: no relay, no NAT
 // port mapping, no hole punching, no AutoNAT probing, no observed-address
 // discovery, no ping service. The resource manager keeps its default scaled
-// limits.
+// limits, with the connection rate limit on inbound connections only.
 func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 	listen := cfg.Listen
 	if len(listen) == 0 {
@@ -59,7 +65,13 @@ func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connection manager: %w", err)
 	}
+	rm, err := newResourceManager()
+	if err != nil {
+		cm.Close()
+		return nil, fmt.Errorf("resource manager: %w", err)
+	}
 	h, err := libp2p.New(
+		libp2p.ResourceManager(rm),
 		libp2p.Identity(cfg.Identity),
 		libp2p.PrivateNetwork(psk),
 		libp2p.Transport(tcp.NewTCPTransport, tcp.WithConnectionTimeout(dialTimeout)),
@@ -81,9 +93,71 @@ func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 	)
 	if err != nil {
 		cm.Close()
+		rm.Close()
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	return h, nil
+}
+
+// Connection rates. libp2p's resource manager limits new connections per
+// remote address (0.2 a second after a burst of 16) in both directions. A
+// device redials a lost member's known addresses every second
+// (reconnectCap), and each of those dials spent a token of the member's
+// address; when the member came back from a restart on a new port, its own
+// dial to us was over the rate, so we reset it during the private-network
+// handshake ("privnet: could not read full nonce", "write: broken pipe" on
+// its side) and both sides backed off, for seconds and sometimes minutes.
+// Our own dials are paced by our backoff; the rate limit guards against a
+// flood of inbound connections from one address, so that is where it
+// applies here, and with a rate that lets a device restart every second.
+func inboundConnRate() *rate.Limiter {
+	return &rate.Limiter{
+		// Loopback is this machine (tests, several daemons on one host).
+		NetworkPrefixLimits: []rate.PrefixLimit{
+			{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+			{Prefix: netip.MustParsePrefix("::1/128")},
+		},
+		SubnetRateLimiter: rate.SubnetLimiter{
+			IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: rate.Limit{RPS: 2, Burst: 32}}},
+			IPv6SubnetLimits: []rate.SubnetLimit{
+				{PrefixLength: 64, Limit: rate.Limit{RPS: 2, Burst: 32}},
+				{PrefixLength: 48, Limit: rate.Limit{RPS: 4, Burst: 64}},
+			},
+			GracePeriod: time.Minute,
+		},
+	}
+}
+
+// errInboundRate refuses an inbound connection over the rate.
+var errInboundRate = errors.New("inbound connection rate limit exceeded")
+
+// newResourceManager is libp2p's default resource manager (its scaled
+// limits) with the connection rate limit on inbound connections only (see
+// inboundConnRate).
+func newResourceManager() (network.ResourceManager, error) {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()), rcmgr.WithConnRateLimiters(&rate.Limiter{}))
+	if err != nil {
+		return nil, err
+	}
+	return &inboundRateLimited{ResourceManager: rm, limiter: inboundConnRate()}, nil
+}
+
+type inboundRateLimited struct {
+	network.ResourceManager
+	limiter *rate.Limiter
+}
+
+func (r *inboundRateLimited) OpenConnection(dir network.Direction, usefd bool, endpoint ma.Multiaddr) (network.ConnManagementScope, error) {
+	if dir == network.DirInbound {
+		if ip, err := manet.ToIP(endpoint); err == nil {
+			if addr, ok := netip.AddrFromSlice(ip); ok && !r.limiter.Allow(addr.Unmap()) {
+				return nil, errInboundRate
+			}
+		}
+	}
+	return r.ResourceManager.OpenConnection(dir, usefd, endpoint)
 }
 
 // muxer returns yamux tuned for a background daemon on a LAN: keepalives once

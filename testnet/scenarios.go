@@ -7,11 +7,14 @@ import (
 
 // Params sizes the scenarios; the zero value of a field is its default.
 type Params struct {
-	Nodes  int    // convergence and propagation; default 5
-	Ops    int    // convergence: random operations; default 300
-	Books  int    // big heal: books written on one side of a partition; default 10,000
-	Writes int    // propagation: position writes measured; default 100
-	Seed   uint64 // convergence: random seed; default random (logged)
+	Nodes  int // convergence and propagation; default 5
+	Ops    int // convergence: random operations; default 300
+	Books  int // big heal: books written on one side of a partition; default 10,000
+	Writes int // propagation: position writes measured; default 100
+	// Restarts is how many times the restart scenario restarts a node;
+	// default 20.
+	Restarts int
+	Seed     uint64 // convergence: random seed; default random (logged)
 	// Local runs the scenarios that need no real network (propagation,
 	// clock skew, wipe, deletion) on in-process daemons (NewLocal).
 	Local bool
@@ -59,6 +62,9 @@ func (p Params) WithDefaults() Params {
 	if p.Writes <= 0 {
 		p.Writes = 100
 	}
+	if p.Restarts <= 0 {
+		p.Restarts = 20
+	}
 	if p.Seed == 0 {
 		p.Seed = rand.Uint64()
 	}
@@ -80,6 +86,7 @@ var Scenarios = []Scenario{
 	{"crash", Crash},
 	{"wipe", Wipe},
 	{"deletion", Deletion},
+	{"restart", Restart},
 	{"big-heal", BigHeal},
 	{"long-partition", LongPartition},
 }

@@ -27,6 +27,7 @@ func TestClockSkew(t *testing.T)   { ClockSkew(t, params(), nil) }
 func TestCrash(t *testing.T)       { Crash(t, params(), nil) }
 func TestWipe(t *testing.T)        { Wipe(t, params(), nil) }
 func TestDeletion(t *testing.T)    { Deletion(t, params(), nil) }
+func TestRestart(t *testing.T)     { Restart(t, params(), nil) }
 func TestBigHeal(t *testing.T)     { BigHeal(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
