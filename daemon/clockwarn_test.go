@@ -107,7 +107,19 @@ func TestFarFutureRecordDoesNotDragTheClock(t *testing.T) {
 		t.Errorf("after a rename the device is called %q (%v), want %q", st.Device.Name, err, "laptop 2")
 	}
 
-	// Status names the writer, not the relay, by the right amount.
+	// Another device's write ordered after the far-future one (as this
+	// device's own were) has the far wall time with a counter: its device's
+	// clock is not to blame.
+	follower, err := crdt.SetPosition(farKey, crdt.Timestamp{Wall: crdt.MaxWall, Logical: 9, Device: 0x3333}, 4000, 0.4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (syncStore{d}).ApplyRemote(ctx, relay, 1, 2, []crdt.Entry{follower}); err != nil {
+		t.Fatalf("ApplyRemote: %v", err)
+	}
+
+	// Status names the writer, not the relay, by the right amount, and no
+	// one else.
 	st, err := c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -252,13 +252,17 @@ func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, s
 	// fail to apply only moves the clock ahead, which is harmless.) A stamp
 	// more than crdt.MaxAhead ahead moves the clock only that far, and is
 	// blamed on its writer, the stamp's device, not on from, which may only
-	// have relayed it.
+	// have relayed it; but only a stamp whose counter is 0, which a device
+	// makes from its own wall clock: one with a counter took its wall time
+	// from another stamp, such as a write ordered after a far-future one
+	// (crdt.StampAfter), and blaming its device would name a device whose
+	// clock is right.
 	d.mu.Lock()
 	wall := d.wallMs()
 	var warns []clockWarn
 	for i := range entries {
 		ts := entries[i].MaxTimestamp()
-		if ahead := d.clock.Observe(ts, wall); ahead > clockWarnAfterMs {
+		if ahead := d.clock.Observe(ts, wall); ahead > clockWarnAfterMs && ts.Logical == 0 {
 			if w, first := d.noteAheadLocked(ts, ahead, from); first {
 				warns = append(warns, w)
 			}
