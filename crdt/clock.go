@@ -11,6 +11,18 @@ import (
 // from pushing every clock in the library to the end of uint64.
 const MaxWall = 253402300799999
 
+// MaxAhead is how far ahead of the local wall clock (in milliseconds) a clock
+// follows the timestamps it observes. Within it the clock is an ordinary
+// hybrid logical clock; beyond it the remote writer's clock is wrong (a
+// phone whose clock reset to 2099, a member stamping 9999), and following it
+// would stamp every later local write, on every device, at that wrong time for
+// good. One minute is the offset beyond which peers are reported as skewed:
+// a clock worth a warning is not one to steer ours. Causality does not rest
+// on it: a local write to a record whose stamps are ahead of the clock orders
+// after them through NowAfter, so the bound costs nothing but the order of
+// concurrent writes, which a wrong clock decides wrongly anyway.
+const MaxAhead = 60_000
+
 // Timestamp is a hybrid logical clock reading: wall milliseconds since the Unix
 // epoch, a logical counter that orders events within (or after) one wall
 // millisecond, and the device that made it. Timestamps are totally ordered by
@@ -62,11 +74,13 @@ func (t Timestamp) validate() error {
 // tested with literal times and skewed on purpose.
 //
 // Now never goes backwards and is greater than every timestamp the clock has
-// made or observed, so a write made after seeing another write orders after
-// it whatever the wall clocks say. When an observed timestamp is ahead of the
-// local wall clock, the clock keeps that wall value and counts on its logical
+// made or observed, with observed timestamps counted only up to MaxAhead
+// past the local wall clock. When an observed timestamp is ahead of the local
+// wall clock, the clock keeps that wall value and counts on its logical
 // counter until the wall clock catches up; when the counter is exhausted it
-// carries into the wall value instead of wrapping.
+// carries into the wall value instead of wrapping. A write made after seeing
+// another write orders after it whatever the wall clocks say when it is
+// stamped with NowAfter the record it writes to.
 type Clock struct {
 	device  DeviceID
 	wall    uint64
@@ -94,13 +108,28 @@ func (c *Clock) Now(wall uint64) Timestamp {
 	return Timestamp{Wall: c.wall, Logical: c.logical, Device: c.device}
 }
 
+// NowAfter returns a new timestamp for a local write made at wall time wall
+// to a record whose latest timestamp (Entry.MaxTimestamp) is floor: Now, or,
+// if that does not order after floor, the first reading after floor with this
+// clock's device. See StampAfter.
+func (c *Clock) NowAfter(wall uint64, floor Timestamp) Timestamp {
+	return StampAfter(c.Now(wall), floor)
+}
+
 // Observe makes the clock order after ts, a timestamp received from another
-// device. It returns how far ts is ahead of the local wall time wall (0 when
-// it is not), so the caller can warn about a peer whose clock runs fast; the
-// timestamp is accepted either way, because convergence comes first.
+// device, as far as ts is at most MaxAhead past the local wall time wall;
+// past that the clock moves only to wall + MaxAhead. It returns how far ts is
+// ahead of wall (0 when it is not), so the caller can warn about the device
+// whose clock runs fast, ts.Device. The record holding ts is merged either
+// way (convergence comes first): only the clock is kept from following it.
 func (c *Clock) Observe(ts Timestamp, wall uint64) (ahead uint64) {
-	if ts.Wall > c.wall || (ts.Wall == c.wall && ts.Logical > c.logical) {
-		c.wall, c.logical = ts.Wall, ts.Logical
+	wall = min(wall, MaxWall)
+	follow := ts
+	if limit := wall + MaxAhead; ts.Wall > limit {
+		follow = Timestamp{Wall: limit}
+	}
+	if follow.Wall > c.wall || (follow.Wall == c.wall && follow.Logical > c.logical) {
+		c.wall, c.logical = follow.Wall, follow.Logical
 	}
 	if ts.Wall > wall {
 		return ts.Wall - wall
@@ -112,6 +141,27 @@ func (c *Clock) Observe(ts Timestamp, wall uint64) (ahead uint64) {
 // this clock's device: the high-water mark to persist.
 func (c *Clock) Last() Timestamp {
 	return Timestamp{Wall: c.wall, Logical: c.logical, Device: c.device}
+}
+
+// StampAfter returns at if its clock reading (wall time and counter) is past
+// floor's, and otherwise the next reading after floor's, with at's device.
+// It is how a local write to a record that holds a stamp the clock did not
+// follow (one past MaxAhead) still wins over that stamp: every register of
+// the record, the tombstone included, orders before it, by timestamp and by
+// the clock reading that decides visibility. When floor is the very last
+// reading (MaxWall and an exhausted counter, which only a forged record
+// holds), nothing orders after it and that reading is returned.
+func StampAfter(at, floor Timestamp) Timestamp {
+	if at.Wall > floor.Wall || (at.Wall == floor.Wall && at.Logical > floor.Logical) {
+		return at
+	}
+	switch {
+	case floor.Logical < math.MaxUint32:
+		return Timestamp{Wall: floor.Wall, Logical: floor.Logical + 1, Device: at.Device}
+	case floor.Wall < MaxWall:
+		return Timestamp{Wall: floor.Wall + 1, Device: at.Device}
+	}
+	return Timestamp{Wall: MaxWall, Logical: math.MaxUint32, Device: at.Device}
 }
 
 func (c *Clock) tick() {

@@ -65,9 +65,10 @@ func TestClockNowNeverGoesBackwards(t *testing.T) {
 	}
 }
 
-// Rule (Clock): after observing a timestamp, Now orders after it, and
-// Observe reports how far the timestamp is ahead of local wall time (the
-// daemon warns about such peers) without refusing it.
+// Rule (Clock): after observing a timestamp at most MaxAhead past local wall
+// time, Now orders after it; past that, the clock follows it only to wall +
+// MaxAhead. Either way Observe reports how far the timestamp is ahead of
+// local wall time, in full (the daemon warns about its writer).
 func TestClockObserve(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -76,14 +77,50 @@ func TestClockObserve(t *testing.T) {
 		wall      uint64 // local wall time at Observe and at the following Now
 		wantAhead uint64
 		wantNext  crdt.Timestamp
+		beyond    bool // observed is past MaxAhead: Now need not follow it
 	}{
 		{
-			name:      "a year ahead: accepted, reported, and the next write follows it",
+			name:      "within MaxAhead: reported, and the next write follows it",
+			start:     ts(t0, 0, devA),
+			observed:  ts(t0+crdt.MaxAhead, 5, devB),
+			wall:      t0,
+			wantAhead: crdt.MaxAhead,
+			wantNext:  ts(t0+crdt.MaxAhead, 6, devA),
+		},
+		{
+			name:      "a year ahead: reported, followed only up to MaxAhead",
 			start:     ts(t0, 0, devA),
 			observed:  ts(t0+year, 5, devB),
 			wall:      t0,
 			wantAhead: year,
-			wantNext:  ts(t0+year, 6, devA),
+			wantNext:  ts(t0+crdt.MaxAhead, 1, devA),
+			beyond:    true,
+		},
+		{
+			name:      "the year 9999: reported in full, followed only up to MaxAhead",
+			start:     ts(t0, 0, devA),
+			observed:  ts(crdt.MaxWall, 0, devB),
+			wall:      t0,
+			wantAhead: crdt.MaxWall - t0,
+			wantNext:  ts(t0+crdt.MaxAhead, 1, devA),
+			beyond:    true,
+		},
+		{
+			name:      "a wall clock at the epoch: 9999 is still not followed",
+			start:     crdt.Timestamp{},
+			observed:  ts(crdt.MaxWall, 7, devB),
+			wall:      0,
+			wantAhead: crdt.MaxWall,
+			wantNext:  ts(crdt.MaxAhead, 1, devA),
+			beyond:    true,
+		},
+		{
+			name:      "a wall clock past 9999 counts as 9999",
+			start:     ts(crdt.MaxWall, 0, devA),
+			observed:  ts(crdt.MaxWall, 7, devB),
+			wall:      math.MaxUint64,
+			wantAhead: 0,
+			wantNext:  ts(crdt.MaxWall, 8, devA),
 		},
 		{
 			name:      "behind: nothing to report, the clock keeps its own reading",
@@ -136,7 +173,7 @@ func TestClockObserve(t *testing.T) {
 			if next != tt.wantNext {
 				t.Errorf("Now(%d) = %v, want %v", tt.wall, next, tt.wantNext)
 			}
-			if !next.After(tt.observed) || !next.After(tt.start) {
+			if (!tt.beyond && !next.After(tt.observed)) || !next.After(tt.start) {
 				t.Errorf("Now = %v does not order after observed %v and last %v", next, tt.observed, tt.start)
 			}
 		})
@@ -148,13 +185,13 @@ func TestClockObserve(t *testing.T) {
 // wrapping to 0, which would order new writes before old ones.
 func TestClockCounterCarriesInsteadOfWrapping(t *testing.T) {
 	c := crdt.NewClock(devA, crdt.Timestamp{})
-	far := ts(t0+year, math.MaxUint32-2, devB)
+	far := ts(t0+crdt.MaxAhead, math.MaxUint32-2, devB)
 	c.Observe(far, t0)
 	want := []crdt.Timestamp{
-		ts(t0+year, math.MaxUint32-1, devA),
-		ts(t0+year, math.MaxUint32, devA),
-		ts(t0+year+1, 0, devA), // carried, not wrapped
-		ts(t0+year+1, 1, devA),
+		ts(t0+crdt.MaxAhead, math.MaxUint32-1, devA),
+		ts(t0+crdt.MaxAhead, math.MaxUint32, devA),
+		ts(t0+crdt.MaxAhead+1, 0, devA), // carried, not wrapped
+		ts(t0+crdt.MaxAhead+1, 1, devA),
 	}
 	for i, w := range want {
 		if got := c.Now(t0); got != w {
@@ -204,5 +241,57 @@ func TestNewClockResumesAfterHighWater(t *testing.T) {
 				t.Errorf("Now = %v does not order after high water %v", got, tt.highWater)
 			}
 		})
+	}
+}
+
+// Rule (StampAfter, doc "Time"): a local write to a record holding a stamp
+// the clock did not follow takes the next reading after that stamp, so it
+// wins by timestamp and by clock reading (which decides visibility), whatever
+// the devices' ids; otherwise the clock's reading stands.
+func TestStampAfter(t *testing.T) {
+	tests := []struct {
+		name      string
+		at, floor crdt.Timestamp
+		want      crdt.Timestamp
+	}{
+		{"the clock is ahead: its reading stands", ts(t0, 3, devA), ts(t0-1, 9, devC), ts(t0, 3, devA)},
+		{"empty record", ts(t0, 0, devA), crdt.Timestamp{}, ts(t0, 0, devA)},
+		{"same wall, larger counter stands", ts(t0, 4, devA), ts(t0, 3, devC), ts(t0, 4, devA)},
+		{"equal reading from a larger device: counter+1", ts(t0, 3, devA), ts(t0, 3, devC), ts(t0, 4, devA)},
+		{"equal reading from a smaller device: counter+1 still", ts(t0, 3, devC), ts(t0, 3, devA), ts(t0, 4, devC)},
+		{"the year 9999", ts(t0, 0, devA), ts(crdt.MaxWall, 0, devB), ts(crdt.MaxWall, 1, devA)},
+		{"exhausted counter carries", ts(t0, 0, devA), ts(t0+year, math.MaxUint32, devB), ts(t0+year+1, 0, devA)},
+		{"the very last reading: nothing is after it", ts(t0, 0, devA), ts(crdt.MaxWall, math.MaxUint32, devB), ts(crdt.MaxWall, math.MaxUint32, devA)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := crdt.StampAfter(tt.at, tt.floor); got != tt.want {
+				t.Errorf("StampAfter(%v, %v) = %v, want %v", tt.at, tt.floor, got, tt.want)
+			}
+		})
+	}
+}
+
+// Issue 12: one record stamped 9999-12-31 must not move the clock there for
+// good. After observing it, every write not to that record is stamped within
+// MaxAhead of the wall clock, and the one write to that record still wins
+// over it.
+func TestClockIsNotDraggedToTheEndOfTime(t *testing.T) {
+	c := crdt.NewClock(devA, crdt.Timestamp{})
+	far := ts(crdt.MaxWall, 0, devB)
+	if ahead := c.Observe(far, t0); ahead != crdt.MaxWall-t0 {
+		t.Errorf("Observe reported %d ms ahead, want %d", ahead, crdt.MaxWall-t0)
+	}
+	for i := range uint64(1000) {
+		wall := t0 + i*minute
+		if got := c.Now(wall); got.Wall > wall+crdt.MaxAhead {
+			t.Fatalf("write %d at wall %d stamped %v: more than MaxAhead ahead", i, wall, got)
+		}
+	}
+	if got := c.NowAfter(t0+day, far); !got.After(far) || got.Device != devA {
+		t.Errorf("a write to the far record is stamped %v, not after %v", got, far)
+	}
+	if got := c.NowAfter(t0+day, crdt.Timestamp{}); got.Wall > t0+day+crdt.MaxAhead {
+		t.Errorf("a write to another record is stamped %v", got)
 	}
 }

@@ -64,11 +64,30 @@
 //
 // Timestamps are hybrid logical clock readings (wall ms, logical counter,
 // device), ordered in that order. A Clock never goes backwards and orders
-// every new timestamp after all it has made or observed, so a write made
-// after seeing another write wins over it whatever the wall clocks say; only
-// concurrent writes are decided by wall time, then device. A timestamp far
-// ahead of the local wall clock is accepted (convergence first) and Observe
-// reports by how much, for the caller to warn about.
+// every new timestamp after all it has made or observed, as long as what it
+// observed was at most MaxAhead (a minute) past its own wall clock; only
+// concurrent writes are decided by wall time, then device.
+//
+// A timestamp further ahead than that comes from a clock that is wrong (a
+// phone whose clock reset to 2099, a member stamping the year 9999). Its
+// record is still merged, like any other: it is the library's data, and
+// refusing it on some devices would make their replicas diverge for good.
+// Only the local clock is protected: it follows such a timestamp no further
+// than wall + MaxAhead, so the stamps of later local writes stay within
+// MaxAhead of real time instead of being pinned at the wrong clock's time on
+// every device for good. Observe reports how far ahead the timestamp was, in
+// full, for the caller to warn about its writer (the timestamp's device, not
+// whoever relayed it).
+//
+// Causality survives the bound because every local write is stamped against
+// the record it writes: Clock.NowAfter (StampAfter) gives it the clock's
+// reading or, if the record already holds a stamp at or past that reading,
+// the next reading after the record's latest stamp. So a write made after a
+// device has seen another write to the same record wins over it whatever the
+// wall clocks say, by timestamp and by the clock reading that decides
+// visibility: a position write revives a book deleted at a far-future time,
+// a delete hides a book read at one. No merge rule relates two records, so
+// nothing needs a write to one record to order after another record's.
 //
 // # Encoding
 //

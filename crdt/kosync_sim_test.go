@@ -21,20 +21,19 @@ var (
 	simKosyncAuths     = []string{"v1:00112233:aa", "v1:44556677:bb"}
 )
 
-// kosyncOp performs a random kosync write at op.at, filling in op with what
-// was written for the oracle.
-func kosyncOp(t *rapid.T, op *loggedOp) (crdt.Entry, error) {
+// drawKosync draws a random kosync write into op, for the oracle and for
+// the write itself.
+func drawKosync(t *rapid.T, op *loggedOp) {
 	op.kosync.User = rapid.SampledFrom(simKosyncUsers).Draw(t, "kosync user")
 	if op.kind == opKosyncUser {
 		op.text = rapid.SampledFrom(simKosyncAuths).Draw(t, "auth")
-		return crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+		return
 	}
 	op.kosync.Document = rapid.SampledFrom(simKosyncDocs).Draw(t, "document")
 	op.kosync.Progress = rapid.SampledFrom(simKosyncProgress).Draw(t, "progress")
 	op.kosync.Percentage = rapid.SampledFrom(simKosyncPercents).Draw(t, "percentage")
 	op.kosync.Device = rapid.SampledFrom(simKosyncReaders).Draw(t, "reader")
 	op.kosync.DeviceID = rapid.SampledFrom(simKosyncReaderIDs).Draw(t, "reader id")
-	return crdt.SetKosyncProgress(op.at, op.kosync)
 }
 
 // oracleKosync is the record e should be after the given operations, if e is

@@ -76,14 +76,14 @@ func kosyncTwin(t *rapid.T, e crdt.Entry) crdt.Entry {
 // clock is a day behind.
 func TestKosyncNewestWriteWinsNotLastArrival(t *testing.T) {
 	a, b := crdt.NewClock(devA, crdt.Timestamp{}), crdt.NewClock(devB, crdt.Timestamp{})
-	write := func(c *crdt.Clock, wall uint64, progress string) crdt.Entry {
-		return must(t)(crdt.SetKosyncProgress(c.Now(wall), crdt.KosyncProgress{
+	write := func(c *crdt.Clock, wall uint64, floor crdt.Timestamp, progress string) crdt.Entry {
+		return must(t)(crdt.SetKosyncProgress(c.NowAfter(wall, floor), crdt.KosyncProgress{
 			User: "alice", Document: simKosyncDocs[0], Progress: progress, Percentage: 0.5, Device: "Kobo", DeviceID: "k1",
 		}))
 	}
-	stale := write(b, t0, "page 10")          // B, partitioned, at 08:00
-	fresh := write(a, t0+hour, "page 90")     // A, an hour later
-	replica := fold(t, emptyOf(fresh), fresh) // what A and its peers hold
+	stale := write(b, t0, crdt.Timestamp{}, "page 10")      // B, partitioned, at 08:00
+	fresh := write(a, t0+hour, crdt.Timestamp{}, "page 90") // A, an hour later
+	replica := fold(t, emptyOf(fresh), fresh)               // what A and its peers hold
 	if changed, err := replica.Merge(&stale); err != nil || changed {
 		t.Fatalf("the partitioned daemon's older write, arriving last: changed=%v err=%v", changed, err)
 	}
@@ -95,10 +95,11 @@ func TestKosyncNewestWriteWinsNotLastArrival(t *testing.T) {
 		t.Fatalf("the order of arrival changed the result:\n%+v\n%+v", other, replica)
 	}
 	// C's wall clock is a day behind, but it has seen A's write: its next
-	// write orders after it and wins everywhere.
+	// write to the record orders after it and wins everywhere, though its
+	// clock did not follow A's that far.
 	c := crdt.NewClock(devC, crdt.Timestamp{})
 	c.Observe(replica.MaxTimestamp(), t0-day)
-	later := write(c, t0-day, "page 95")
+	later := write(c, t0-day, replica.MaxTimestamp(), "page 95")
 	if changed, _ := replica.Merge(&later); !changed || replica.KosyncProgress.Progress != "page 95" {
 		t.Fatalf("a write made after observing the winner lost: %+v", replica.KosyncProgress)
 	}

@@ -140,13 +140,19 @@ func (s *scenario) run(line string) (string, error) {
 		return "", err
 	}
 	var e crdt.Entry
+	// A local write orders after everything in the record it writes, even
+	// the stamps the clock did not follow (doc "Time").
+	at := func() crdt.Timestamp {
+		local := crdt.BookEntry(d.book)
+		return d.clock.NowAfter(s.wall(d), local.MaxTimestamp())
+	}
 	switch args[0] {
 	case "pos":
 		char, perr := strconv.ParseUint(args[2], 10, 64)
 		if perr != nil {
 			return "", perr
 		}
-		e, err = crdt.SetPosition(keyMD5, d.clock.Now(s.wall(d)), char, 0)
+		e, err = crdt.SetPosition(keyMD5, at(), char, 0)
 	case "read":
 		dur, perr := time.ParseDuration(args[2])
 		if perr != nil {
@@ -154,9 +160,9 @@ func (s *scenario) run(line string) (string, error) {
 		}
 		e, err = crdt.AddReadTime(keyMD5, &d.book, d.clock.Device(), uint64(dur.Milliseconds()))
 	case "delete":
-		e, err = crdt.Delete(keyMD5, d.clock.Now(s.wall(d)))
+		e, err = crdt.Delete(keyMD5, at())
 	case "title":
-		e, err = crdt.SetTitle(keyMD5, d.clock.Now(s.wall(d)), strings.Join(args[2:], " "))
+		e, err = crdt.SetTitle(keyMD5, at(), strings.Join(args[2:], " "))
 	default:
 		return "", fmt.Errorf("unknown command")
 	}

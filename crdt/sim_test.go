@@ -18,6 +18,7 @@ type simDevice struct {
 	id      crdt.DeviceID
 	clock   *crdt.Clock
 	offset  int64                 // ms the wall clock is off true time
+	maxWall uint64                // the latest wall reading the clock was given
 	records map[string]*simRecord // by Entry.AppendID
 }
 
@@ -44,6 +45,11 @@ type simulation struct {
 var (
 	skewOffsets = []int64{0, int64(year), -int64(day)}
 	simOffsets  = append(skewOffsets, int64(5*minute), -int64(3*second))
+	// wildOffsets are broken clocks: one at the year 9999 (a member stamping
+	// the end of time, or worse) and one at the Unix epoch (a phone whose
+	// RTC reset).
+	wildOffsets = []int64{int64(crdt.MaxWall - t0), -int64(t0)}
+	allOffsets  = slices.Concat(simOffsets, wildOffsets)
 	simChars    = []uint64{0, 1, 700, 5000, crdt.MaxChar} // few, so that equal offsets happen
 	simTitles   = []string{"红楼梦", "Dream of the Red Chamber", "A"}
 	simNames    = []string{"Pixel", "MacBook", "NAS"}
@@ -81,55 +87,88 @@ func (s *simulation) run(t *rapid.T) {
 }
 
 // wall reads a device's wall clock, which may also step back a little
-// between readings, as real ones do.
+// between readings, as real ones do. A clock set to the epoch or past the
+// year 9999 reads as far as a real one can go.
 func (s *simulation) wall(t *rapid.T, d *simDevice) uint64 {
-	return uint64(int64(s.now)+d.offset) - rapid.Uint64Range(0, 2*second).Draw(t, "jitter")
+	w := int64(s.now) + d.offset - int64(rapid.Uint64Range(0, 2*second).Draw(t, "jitter"))
+	r := uint64(max(w, 0))
+	d.maxWall = max(d.maxWall, min(r, crdt.MaxWall))
+	return r
 }
 
 func (s *simulation) localOp(t *rapid.T) {
 	d := rapid.SampledFrom(s.devices).Draw(t, "device")
 	key := rapid.SampledFrom(s.keys).Draw(t, "key")
 	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename, opKosyncUser, opKosyncProgress}).Draw(t, "op"), dev: d.id}
+	switch op.kind {
+	case opPosition:
+		op.key, op.char = key, rapid.SampledFrom(simChars).Draw(t, "char")
+		op.percent = crdt.Percent(rapid.Uint32Range(0, uint32(crdt.PercentOne)).Draw(t, "percent"))
+	case opReadTime:
+		op.key, op.ms = key, rapid.Uint64Range(1, 3*hour).Draw(t, "ms")
+	case opDelete:
+		op.key = key
+	case opTitle:
+		op.key, op.text = key, rapid.SampledFrom(simTitles).Draw(t, "title")
+	case opRename:
+		op.text = rapid.SampledFrom(simNames).Draw(t, "name")
+	case opKosyncUser, opKosyncProgress:
+		drawKosync(t, &op)
+	}
+	rid := recordID(identityOf(op))
+	local := d.records[rid]
 	if op.kind != opReadTime {
-		op.at = d.clock.Now(s.wall(t, d))
+		// The daemon's rule: a local write orders after everything in the
+		// record it writes (doc "Time").
+		var floor crdt.Timestamp
+		if local != nil {
+			floor = local.entry.MaxTimestamp()
+		}
+		wall := s.wall(t, d)
+		op.at = d.clock.NowAfter(wall, floor)
+		// Rule (doc "Time"): the clock follows other devices only up to
+		// MaxAhead past its wall clock, so a local write is stamped near the
+		// device's own time unless the record it writes is further ahead.
+		if op.at.Wall > d.maxWall+crdt.MaxAhead && op.at.Wall > floor.Wall+1 {
+			t.Fatalf("%s stamped %v, more than MaxAhead past the device's latest wall reading %d and past the record's latest stamp %v", op.kind, op.at, d.maxWall, floor)
+		}
 	}
 	var e crdt.Entry
 	var err error
 	switch op.kind {
 	case opPosition:
-		op.key, op.char = key, rapid.SampledFrom(simChars).Draw(t, "char")
-		op.percent = crdt.Percent(rapid.Uint32Range(0, uint32(crdt.PercentOne)).Draw(t, "percent"))
 		e, err = crdt.SetPosition(key, op.at, op.char, float64(op.percent)/1e6)
 	case opReadTime:
-		op.key, op.ms = key, rapid.Uint64Range(1, 3*hour).Draw(t, "ms")
-		var local *crdt.Book
-		if r := d.records[recordID(crdt.BookEntry(crdt.Book{Key: key}))]; r != nil {
-			local = &r.entry.Book
+		var book *crdt.Book
+		if local != nil {
+			book = &local.entry.Book
 		}
-		e, err = crdt.AddReadTime(key, local, d.id, op.ms)
+		e, err = crdt.AddReadTime(key, book, d.id, op.ms)
 	case opDelete:
-		op.key = key
 		e, err = crdt.Delete(key, op.at)
 	case opTitle:
-		op.key, op.text = key, rapid.SampledFrom(simTitles).Draw(t, "title")
 		e, err = crdt.SetTitle(key, op.at, op.text)
 	case opRename:
-		op.text = rapid.SampledFrom(simNames).Draw(t, "name")
 		e, err = crdt.RenameDevice(op.at, op.text)
-	case opKosyncUser, opKosyncProgress:
-		e, err = kosyncOp(t, &op)
+	case opKosyncUser:
+		e, err = crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+	case opKosyncProgress:
+		e, err = crdt.SetKosyncProgress(op.at, op.kosync)
 	}
 	if err != nil {
 		t.Fatalf("%s on %v: %v", op.kind, d.id, err)
 	}
 	// Rule (doc "Time"): a write made after a device has seen another write
-	// orders after it, whatever the wall clocks say.
-	if !op.at.IsZero() {
-		for _, r := range d.records {
-			for id := range r.known {
-				if prev := s.log[id]; prev.kind != opReadTime && !later(op.at, prev.at) {
-					t.Fatalf("%s at %v does not order after %s at %v, which its device had seen", op.kind, op.at, prev.kind, prev.at)
-				}
+	// to the same record orders after it, whatever the wall clocks say, both
+	// by timestamp and by clock reading (which decides visibility).
+	if local != nil && !op.at.IsZero() {
+		for id := range local.known {
+			prev := s.log[id]
+			if prev.kind == opReadTime {
+				continue
+			}
+			if !later(op.at, prev.at) || !readingAfter(op.at, prev.at) {
+				t.Fatalf("%s at %v does not order after %s at %v, which its device had seen", op.kind, op.at, prev.kind, prev.at)
 			}
 		}
 	}
@@ -194,6 +233,9 @@ func (s *simulation) receive(t *rapid.T, d *simDevice, m message) bool {
 		d.records[rid] = r
 	}
 	d.clock.Observe(in.MaxTimestamp(), s.wall(t, d))
+	if last := d.clock.Last(); last.Wall > d.maxWall+crdt.MaxAhead {
+		t.Fatalf("after observing %v the clock is at %v, more than MaxAhead past the device's latest wall reading %d", in.MaxTimestamp(), last, d.maxWall)
+	}
 	before := encode(t, r.entry)
 	changed, err := r.entry.Merge(&in)
 	if err != nil {
@@ -282,6 +324,25 @@ func (s *simulation) checkConverges(t *rapid.T) {
 			}
 		}
 	}
+}
+
+// readingAfter reports whether a's clock reading (wall time and counter) is
+// past b's: the order that decides whether a write revives a deleted book.
+func readingAfter(a, b crdt.Timestamp) bool {
+	return a.Wall > b.Wall || (a.Wall == b.Wall && a.Logical > b.Logical)
+}
+
+// identityOf returns the empty record op writes to.
+func identityOf(op loggedOp) crdt.Entry {
+	switch op.kind {
+	case opRename:
+		return crdt.DeviceEntry(crdt.Device{ID: op.dev})
+	case opKosyncUser:
+		return crdt.KosyncUserEntry(crdt.KosyncUser{Name: op.kosync.User})
+	case opKosyncProgress:
+		return crdt.KosyncProgressEntry(crdt.KosyncProgress{User: op.kosync.User, Document: op.kosync.Document})
+	}
+	return crdt.BookEntry(crdt.Book{Key: op.key})
 }
 
 func recordID(e crdt.Entry) string { return string(e.AppendID(nil)) }

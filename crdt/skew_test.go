@@ -27,10 +27,10 @@ func TestSkewedDeviceCannotPinABook(t *testing.T) {
 				if want := max(int64(0), firstOff-nextOff-1); ahead != uint64(want) {
 					t.Errorf("Observe reported %d ms ahead, want %d", ahead, want)
 				}
-				w2 := must(t)(crdt.SetPosition(keyMD5, next.Now(wallOf(nextOff, t0+2)), 2000, 0.2))
+				w2 := must(t)(crdt.SetPosition(keyMD5, next.NowAfter(wallOf(nextOff, t0+2), w1.MaxTimestamp()), 2000, 0.2))
 				wantPosition(t, "the follower's write", 2000, w1, w2)
 
-				d := must(t)(crdt.Delete(keyMD5, next.Now(wallOf(nextOff, t0+3))))
+				d := must(t)(crdt.Delete(keyMD5, next.NowAfter(wallOf(nextOff, t0+3), latest(t, w1, w2))))
 				if got := fold(t, w1, w2, d); got.Book.Visible() {
 					t.Errorf("the follower's delete lost to an earlier write")
 				}
@@ -38,7 +38,7 @@ func TestSkewedDeviceCannotPinABook(t *testing.T) {
 				// The skewed device observes the delete and reads on: its
 				// write wins back, whichever way the clocks are off.
 				first.Observe(d.MaxTimestamp(), wallOf(firstOff, t0+4))
-				w3 := must(t)(crdt.SetPosition(keyMD5, first.Now(wallOf(firstOff, t0+4)), 3000, 0.3))
+				w3 := must(t)(crdt.SetPosition(keyMD5, first.NowAfter(wallOf(firstOff, t0+4), latest(t, w1, d)), 3000, 0.3))
 				wantPosition(t, "the first device's next write", 3000, w1, w2, d, w3)
 				if got := fold(t, d, w3); !got.Book.Visible() {
 					t.Errorf("a write made after observing the delete did not resurrect the book")
@@ -61,4 +61,11 @@ func wantPosition(t *testing.T, what string, char uint64, writes ...crdt.Entry) 
 			t.Errorf("%s does not win in order %v: position %+v", what, order, got)
 		}
 	})
+}
+
+// latest returns the latest timestamp of the record the entries merge into:
+// the floor of a local write to it.
+func latest(t *testing.T, entries ...crdt.Entry) crdt.Timestamp {
+	e := fold(t, entries...)
+	return e.MaxTimestamp()
 }

@@ -37,6 +37,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	d.mu.Unlock()
 	st.Counts.LocalChanges = d.store.LastSeq()
 	st.Kosync = d.KosyncAddr()
+	st.ClockWarnings = d.clockWarnings()
 	if node != nil {
 		ns := node.Stats()
 		st.Traffic = api.Traffic{BytesSent: ns.BytesSent, BytesReceived: ns.BytesReceived, RecordsSent: ns.RecordsSent, RecordsReceived: ns.RecordsReceived}

@@ -77,13 +77,15 @@ type Daemon struct {
 	token    string
 	hub      *hub
 
-	mu       sync.Mutex // guards the fields below
-	clock    *crdt.Clock
-	names    map[crdt.DeviceID]string
-	node     *peer.Node
-	visible  int // books on the shelf
-	deleted  int // books with a winning tombstone
-	skewWarn map[crdt.DeviceID]bool
+	mu      sync.Mutex // guards the fields below
+	clock   *crdt.Clock
+	names   map[crdt.DeviceID]string
+	node    *peer.Node
+	visible int // books on the shelf
+	deleted int // books with a winning tombstone
+	// clockWarns: the writers whose records arrived stamped ahead of the
+	// clock (clockwarn.go).
+	clockWarns map[crdt.DeviceID]clockWarn
 
 	joinMu  sync.Mutex // serialises joins, which swap the node
 	closing chan struct{}
@@ -125,14 +127,14 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		store:    st,
-		hub:      newHub(),
-		names:    make(map[crdt.DeviceID]string),
-		skewWarn: make(map[crdt.DeviceID]bool),
-		serveErr: make(chan error, 2),
-		closing:  make(chan struct{}),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		store:      st,
+		hub:        newHub(),
+		names:      make(map[crdt.DeviceID]string),
+		clockWarns: make(map[crdt.DeviceID]clockWarn),
+		serveErr:   make(chan error, 2),
+		closing:    make(chan struct{}),
 	}
 	if err := d.init(ctx); err != nil {
 		st.Close()
@@ -181,7 +183,13 @@ func (d *Daemon) init(ctx context.Context) error {
 	if d.token, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token")); err != nil {
 		return err
 	}
-	d.clock = crdt.NewClock(d.self, d.store.ClockHighWater())
+	// The high-water mark is the latest stamp of every record ever merged,
+	// a far-future one from a broken clock included: the clock resumes after
+	// it only as far as it would have followed it live (crdt.MaxAhead), or
+	// one such record would pin it again at every restart. Writes to that
+	// record still order after it (Daemon.write).
+	d.clock = crdt.NewClock(d.self, crdt.Timestamp{})
+	d.clock.Observe(d.store.ClockHighWater(), d.wallMs())
 	if err := d.loadState(ctx); err != nil {
 		return err
 	}

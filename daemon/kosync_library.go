@@ -112,21 +112,19 @@ func (l kosyncLibrary) Progress(ctx context.Context, user, document string) (kos
 	return progressOf(&e.KosyncProgress), true, nil
 }
 
-// SetProgress stamps the write on the hybrid clock, which orders it after
-// everything this daemon has seen: here it always wins, and elsewhere it
-// wins over every write made before it, whenever they arrive.
+// SetProgress stamps the write on the hybrid clock, after everything this
+// daemon has seen of the record (Daemon.write): here it always wins, and
+// elsewhere it wins over every write made before it, whenever they arrive.
 func (l kosyncLibrary) SetProgress(ctx context.Context, user string, p kosync.Progress) (kosync.Progress, error) {
-	e, err := crdt.SetKosyncProgress(l.d.stamp(), crdt.KosyncProgress{
-		User: user, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage, Device: p.Device, DeviceID: p.DeviceID,
+	res, err := l.d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+		return crdt.SetKosyncProgress(at, crdt.KosyncProgress{
+			User: user, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage, Device: p.Device, DeviceID: p.DeviceID,
+		})
 	})
 	if err != nil {
 		return kosync.Progress{}, err
 	}
-	res, err := l.d.apply(ctx, store.Batch{Entries: []crdt.Entry{e}})
-	if err != nil {
-		return kosync.Progress{}, err
-	}
-	stored := e.KosyncProgress
+	stored := crdt.KosyncProgress{User: user, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage, Device: p.Device, DeviceID: p.DeviceID}
 	for _, c := range res.Changed {
 		if c.Entry.Kind == crdt.KindKosyncProgress && c.Entry.KosyncProgress.User == user && c.Entry.KosyncProgress.Document == p.Document {
 			stored = c.Entry.KosyncProgress

@@ -23,6 +23,42 @@ func (d *Daemon) stamp() crdt.Timestamp {
 	return d.clock.Now(d.wallMs())
 }
 
+// write applies one local write to a record durably. build makes the change
+// from a timestamp: it runs first with a reading of the clock, so that bad
+// input is refused before anything is written, and again inside the store's
+// write if the record then holds a stamp at or past that reading (one the
+// clock did not follow, because it was more than crdt.MaxAhead ahead): the
+// write then takes the next reading after the record's latest stamp, so that
+// a write made after this device saw another one to the record still wins.
+// Reading the record inside the write keeps a concurrent write from slipping
+// between the check and the write.
+func (d *Daemon) write(ctx context.Context, build func(at crdt.Timestamp) (crdt.Entry, error)) (store.Result, error) {
+	at := d.stamp()
+	e, err := build(at)
+	if err != nil {
+		return store.Result{}, err
+	}
+	id := e.AppendID(nil)
+	return d.apply(ctx, store.Batch{Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
+		cur, ok, err := get(id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return []crdt.Entry{e}, nil
+		}
+		next := crdt.StampAfter(at, cur.MaxTimestamp())
+		if next == at {
+			return []crdt.Entry{e}, nil
+		}
+		later, err := build(next)
+		if err != nil {
+			return nil, err
+		}
+		return []crdt.Entry{later}, nil
+	}})
+}
+
 // apply writes one local change durably and returns the book's new state.
 func (d *Daemon) apply(ctx context.Context, b store.Batch) (store.Result, error) {
 	res, err := d.store.Apply(ctx, b)
@@ -36,19 +72,19 @@ func (d *Daemon) apply(ctx context.Context, b store.Batch) (store.Result, error)
 // setPosition moves the book to char/percent and, if title is not empty,
 // names it, as one change.
 func (d *Daemon) setPosition(ctx context.Context, key crdt.BookKey, char uint64, percent float64, title string) (crdt.Book, error) {
-	at := d.stamp()
-	e, err := crdt.SetPosition(key, at, char, percent)
-	if err != nil {
-		return crdt.Book{}, err
-	}
-	if title != "" {
+	res, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+		e, err := crdt.SetPosition(key, at, char, percent)
+		if err != nil || title == "" {
+			return e, err
+		}
 		t, err := crdt.SetTitle(key, at, title)
 		if err != nil {
-			return crdt.Book{}, err
+			return crdt.Entry{}, err
 		}
 		e.Book.Merge(&t.Book)
-	}
-	return d.applyBook(ctx, key, store.Batch{Entries: []crdt.Entry{e}})
+		return e, nil
+	})
+	return d.bookAfter(ctx, key, res, err)
 }
 
 // addReadTime adds ms of reading on this device. The new slot value is
@@ -84,26 +120,24 @@ func (d *Daemon) addReadTime(ctx context.Context, key crdt.BookKey, ms uint64, d
 
 // deleteBook puts a tombstone on the book. Its read time is kept.
 func (d *Daemon) deleteBook(ctx context.Context, key crdt.BookKey) (crdt.Book, error) {
-	e, err := crdt.Delete(key, d.stamp())
-	if err != nil {
-		return crdt.Book{}, err
-	}
-	return d.applyBook(ctx, key, store.Batch{Entries: []crdt.Entry{e}})
+	res, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.Delete(key, at) })
+	return d.bookAfter(ctx, key, res, err)
 }
 
 // rename records this device's name in the library.
 func (d *Daemon) rename(ctx context.Context, name string) error {
-	e, err := crdt.RenameDevice(d.stamp(), name)
-	if err != nil {
-		return err
-	}
-	_, err = d.apply(ctx, store.Batch{Entries: []crdt.Entry{e}})
+	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RenameDevice(at, name) })
 	return err
 }
 
 // applyBook applies a change to one book and returns its state after it.
 func (d *Daemon) applyBook(ctx context.Context, key crdt.BookKey, b store.Batch) (crdt.Book, error) {
 	res, err := d.apply(ctx, b)
+	return d.bookAfter(ctx, key, res, err)
+}
+
+// bookAfter returns the state of book key after a change to it.
+func (d *Daemon) bookAfter(ctx context.Context, key crdt.BookKey, res store.Result, err error) (crdt.Book, error) {
 	if err != nil {
 		return crdt.Book{}, err
 	}
@@ -215,21 +249,30 @@ func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, s
 	// Every write made here from the moment these records can be read must
 	// order after them, whatever the wall clocks say: so the clock observes
 	// them before the store makes them visible. (Observing records that then
-	// fail to apply only moves the clock ahead, which is harmless.)
+	// fail to apply only moves the clock ahead, which is harmless.) A stamp
+	// more than crdt.MaxAhead ahead moves the clock only that far, and is
+	// blamed on its writer, the stamp's device, not on from, which may only
+	// have relayed it; but only a stamp whose counter is 0, which a device
+	// makes from its own wall clock: one with a counter took its wall time
+	// from another stamp, such as a write ordered after a far-future one
+	// (crdt.StampAfter), and blaming its device would name a device whose
+	// clock is right.
 	d.mu.Lock()
 	wall := d.wallMs()
-	var ahead uint64
+	var warns []clockWarn
 	for i := range entries {
-		ahead = max(ahead, d.clock.Observe(entries[i].MaxTimestamp(), wall))
-	}
-	warn := ahead > uint64(time.Minute/time.Millisecond) && !d.skewWarn[from]
-	if warn {
-		d.skewWarn[from] = true
+		ts := entries[i].MaxTimestamp()
+		if ahead := d.clock.Observe(ts, wall); ahead > clockWarnAfterMs && ts.Logical == 0 {
+			if w, first := d.noteAheadLocked(ts, ahead, from); first {
+				warns = append(warns, w)
+			}
+		}
 	}
 	d.mu.Unlock()
-	if warn {
-		d.log.Warn("received writes stamped ahead of this device's clock; a device's clock may be wrong",
-			"from", from, "ahead", time.Duration(ahead)*time.Millisecond)
+	for _, w := range warns {
+		d.log.Warn("received a write stamped ahead of this device's clock; the writer's clock is wrong",
+			"writer", w.stamp.Device, "writer_name", w.name, "ahead", aheadText(w.aheadMs), "ahead_ms", w.aheadMs,
+			"stamp", stampTime(w.stamp), "via", w.via)
 	}
 	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: &store.Cursor{Device: from, Epoch: epoch, Seq: seq}})
 	if err != nil {

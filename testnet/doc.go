@@ -57,7 +57,7 @@
 // Scenarios are functions of a TB, Params and a Report that collects what
 // they measured: Discovery, Propagation, Convergence (random operations under
 // random partitions, checked against Oracle, a naive model of the merge
-// rules computed from the log of acknowledged operations), ClockSkew, Crash,
-// Wipe, Deletion and BigHeal. Each is a test of this package; the testnet
+// rules computed from the log of acknowledged operations), ClockSkew,
+// FarFutureClock, Crash, Wipe, Deletion and BigHeal. Each is a test of this package; the testnet
 // command runs them all and prints the report.
 package testnet

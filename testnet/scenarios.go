@@ -83,6 +83,7 @@ var Scenarios = []Scenario{
 	{"propagation", Propagation},
 	{"convergence", Convergence},
 	{"clock-skew", ClockSkew},
+	{"far-future-clock", FarFutureClock},
 	{"crash", Crash},
 	{"wipe", Wipe},
 	{"deletion", Deletion},

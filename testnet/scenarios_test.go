@@ -20,15 +20,16 @@ func params() Params {
 // The scenarios, on daemon processes in network namespaces (skipped without
 // root and iproute2). The measurements are in the test log (-v).
 
-func TestDiscovery(t *testing.T)   { Discovery(t, params(), nil) }
-func TestPropagation(t *testing.T) { Propagation(t, params(), nil) }
-func TestConvergence(t *testing.T) { Convergence(t, params(), nil) }
-func TestClockSkew(t *testing.T)   { ClockSkew(t, params(), nil) }
-func TestCrash(t *testing.T)       { Crash(t, params(), nil) }
-func TestWipe(t *testing.T)        { Wipe(t, params(), nil) }
-func TestDeletion(t *testing.T)    { Deletion(t, params(), nil) }
-func TestRestart(t *testing.T)     { Restart(t, params(), nil) }
-func TestBigHeal(t *testing.T)     { BigHeal(t, params(), nil) }
+func TestDiscovery(t *testing.T)      { Discovery(t, params(), nil) }
+func TestPropagation(t *testing.T)    { Propagation(t, params(), nil) }
+func TestConvergence(t *testing.T)    { Convergence(t, params(), nil) }
+func TestClockSkew(t *testing.T)      { ClockSkew(t, params(), nil) }
+func TestFarFutureClock(t *testing.T) { FarFutureClock(t, params(), nil) }
+func TestCrash(t *testing.T)          { Crash(t, params(), nil) }
+func TestWipe(t *testing.T)           { Wipe(t, params(), nil) }
+func TestDeletion(t *testing.T)       { Deletion(t, params(), nil) }
+func TestRestart(t *testing.T)        { Restart(t, params(), nil) }
+func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
@@ -42,7 +43,7 @@ func TestLongPartition(t *testing.T) {
 func TestLocal(t *testing.T) {
 	p := params()
 	p.Local, p.Nodes, p.Writes = true, 3, 30
-	for _, s := range []Scenario{{"deletion", Deletion}, {"clock-skew", ClockSkew}, {"wipe", Wipe}, {"propagation", Propagation}} {
+	for _, s := range []Scenario{{"deletion", Deletion}, {"clock-skew", ClockSkew}, {"far-future-clock", FarFutureClock}, {"wipe", Wipe}, {"propagation", Propagation}} {
 		t.Run(s.Name, func(t *testing.T) { s.Run(t, p, nil) })
 	}
 }

@@ -53,7 +53,14 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	}
 	if len(st.Peers) > 0 {
 		fmt.Fprintln(e.stdout)
-		return printPeers(e, st.Peers)
+		if err := printPeers(e, st.Peers); err != nil {
+			return err
+		}
+	}
+	// The writers whose changes arrived stamped ahead of this clock, which
+	// may be devices that are not peers of this one at all.
+	for _, w := range st.ClockWarnings {
+		fmt.Fprintf(e.stdout, "warning: %s\n", w.Warning)
 	}
 	return nil
 }

@@ -90,6 +90,24 @@ type Status struct {
 	// Kosync is the address KOReader devices sync with, if this daemon
 	// serves kosync.
 	Kosync string `json:"kosync,omitempty"`
+	// ClockWarnings lists the devices whose writes arrived stamped more
+	// than a minute ahead of this device's clock since the daemon started:
+	// the writers, whichever peer relayed the writes. Never null.
+	ClockWarnings []ClockWarning `json:"clockWarnings"`
+}
+
+// ClockWarning is a device whose clock is ahead, as its writes show.
+type ClockWarning struct {
+	Device string `json:"device"` // the writer: the device of the stamp
+	Name   string `json:"name"`   // its name, if this device knows it
+	// AheadMs is how far the furthest stamp was ahead of this device's
+	// clock when it arrived (milliseconds; up to about 8,000 years).
+	AheadMs int64 `json:"aheadMs"`
+	// Stamp is that stamp's wall time (RFC 3339, UTC, milliseconds).
+	Stamp string `json:"stamp"`
+	// Via is the peer that relayed it (the writer itself, when direct).
+	Via     string `json:"via"`
+	Warning string `json:"warning"` // a sentence for a person
 }
 
 // Traffic counts what the sync protocol moved since the daemon started.
