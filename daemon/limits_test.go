@@ -219,20 +219,63 @@ func TestEventStreamOutlivesTimeouts(t *testing.T) {
 	d := startDaemon(t, func(c *Config) { c.limits = lim })
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
+	got := make(chan string, 1)
 	ended := make(chan error, 1)
-	go func() { ended <- d.client.Events(ctx, func(client.Event) error { return nil }) }()
+	go func() {
+		ended <- d.client.Events(ctx, func(e client.Event) error {
+			got <- e.Type
+			return nil
+		})
+	}()
 	waitFor(t, "the stream to subscribe", 5*time.Second, func() bool { return d.hub.count() == 1 })
 	// Several times every timeout pass: waiting for time itself, not for
 	// something to happen.
 	time.Sleep(300 * time.Millisecond)
+	d.hub.publish(Event{Type: "ping", Data: struct{}{}})
 	select {
+	case typ := <-got:
+		if typ != "ping" {
+			t.Fatalf("event %q, want ping", typ)
+		}
 	case err := <-ended:
 		t.Fatalf("the event stream ended while idle: %v", err)
-	default:
-	}
-	if d.hub.count() != 1 {
-		t.Fatal("the event stream ended while idle")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event on the stream")
 	}
 	cancel()
 	<-ended
+}
+
+// The TCP listeners together never take more than a quarter of the open
+// files limit (down to a floor of a few connections each), and the local
+// endpoint keeps a cap of its own.
+func TestBudget(t *testing.T) {
+	tests := []struct {
+		nofile                   uint64
+		wantTCP, wantK, wantLocl int
+	}{
+		{0, 1024, 256, 512}, // unknown (Windows): 8192
+		{1024, 128, 128, 64},
+		{20000, 1024, 256, 512},
+		{1 << 40, 1024, 256, 512},
+		{64, 16, 16, 16}, // the floor
+	}
+	for _, tt := range tests {
+		b := budget(tt.nofile)
+		if b.tcp.conns.Max != tt.wantTCP || b.kosync.conns.Max != tt.wantK || b.local.conns.Max != tt.wantLocl {
+			t.Errorf("budget(%d): tcp %d kosync %d local %d, want %d %d %d", tt.nofile,
+				b.tcp.conns.Max, b.kosync.conns.Max, b.local.conns.Max, tt.wantTCP, tt.wantK, tt.wantLocl)
+		}
+		if n := tt.nofile; n >= 128 && uint64(b.tcp.conns.Max+b.kosync.conns.Max) > n/4 {
+			t.Errorf("budget(%d): TCP listeners take %d, more than a quarter", n, b.tcp.conns.Max+b.kosync.conns.Max)
+		}
+		for _, l := range []listenerLimits{b.local, b.tcp, b.kosync} {
+			if l.readHeader <= 0 || l.body <= 0 || l.idle <= 0 || l.conns.WriteStall <= 0 {
+				t.Errorf("budget(%d): a timeout is missing: %+v", tt.nofile, l)
+			}
+		}
+		if b.kosync.conns.PerAddr <= 0 || b.kosync.conns.PerAddr > b.kosync.conns.Max || b.tcp.conns.PerAddr <= 0 {
+			t.Errorf("budget(%d): per-address caps %d, %d", tt.nofile, b.tcp.conns.PerAddr, b.kosync.conns.PerAddr)
+		}
+	}
 }
