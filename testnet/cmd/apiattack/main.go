@@ -60,7 +60,7 @@ func main() {
 	bodyPath := flag.String("body-path", "/syncs/progress", "path of the body and idle requests")
 	reconnect := flag.Duration("reconnect", time.Second, "wait before reopening a connection the server closed")
 	ramp := flag.Int("ramp", 4000, "hostile connections opened per second at most")
-	legitUnix := flag.String("legit-unix", "", "unix socket of the API to time legitimate requests on")
+	legitUnix := flag.String("legit-unix", "", "unix socket of the API to time legitimate requests on, a new connection each")
 	legitUnixPath := flag.String("legit-unix-path", "/v1/status", "path requested on -legit-unix")
 	legitURL := flag.String("legit-url", "", "URL to time legitimate requests on, a new connection each (as KOReader does)")
 	legitFrom := flag.String("legit-from", "", "local IP the -legit-url requests come from (another loopback address stands for another LAN device)")
@@ -110,7 +110,8 @@ func main() {
 	var legit []*prober
 	if *legitUnix != "" {
 		sock := *legitUnix
-		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		// A new connection each, as every danyue command makes one.
+		tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		}}
