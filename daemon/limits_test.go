@@ -142,34 +142,45 @@ func TestTricklingBodyIsCut(t *testing.T) {
 	}
 }
 
-// The TCP API checks the token before reading a body: a request without
-// one is answered at once and its connection closed, whatever its
-// Content-Length promises.
-func TestBadTokenIsAnsweredBeforeTheBody(t *testing.T) {
+// The TCP API checks the token, and kosync the account, before reading a
+// body: a request without them is answered at once and its connection
+// closed, whatever its Content-Length promises.
+func TestBadAuthIsAnsweredBeforeTheBody(t *testing.T) {
 	d := startDaemon(t, func(c *Config) {
 		c.HTTP = "127.0.0.1:0"
+		c.Kosync = "127.0.0.1:0"
 		c.limits = testLimits(16, time.Minute) // not what ends it
 	})
-	c, err := net.Dial("tcp", d.HTTPAddr())
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name, addr, head string
+	}{
+		{"api", d.HTTPAddr(), "PUT /v1/books/" + strings.Repeat("a", 16) + "/position HTTP/1.1\r\nAuthorization: Bearer nope\r\n"},
+		{"kosync", d.KosyncAddr(), "PUT /syncs/progress HTTP/1.1\r\nx-auth-user: alice\r\nx-auth-key: " + aliceKey + "\r\n"},
 	}
-	defer c.Close()
-	req := "PUT /v1/books/" + strings.Repeat("a", 16) + "/position HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer nope\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n{"
-	if _, err := io.WriteString(c, req); err != nil {
-		t.Fatal(err)
-	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatalf("no answer while the body is pending: %v", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
-		t.Fatalf("status %d, close %v; want 401 and the connection closed", resp.StatusCode, resp.Close)
-	}
-	if !closedWithin(c, 10*time.Second) {
-		t.Fatal("the connection stayed open after the 401")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", tt.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			req := tt.head + "Host: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n{"
+			if _, err := io.WriteString(c, req); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer while the body is pending: %v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !resp.Close {
+				t.Fatalf("status %d, close %v; want 401 and the connection closed", resp.StatusCode, resp.Close)
+			}
+			if !closedWithin(c, 10*time.Second) {
+				t.Fatal("the connection stayed open after the 401")
+			}
+		})
 	}
 }
 
