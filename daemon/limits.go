@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/danyue/danyue/internal/connlimit"
@@ -95,7 +96,20 @@ func (d *Daemon) listenLimits() limits {
 // serveLimited serves h on ln with the limits lim, and info for what the
 // handlers know of each connection. name says which listener it is in logs.
 func (d *Daemon) serveLimited(name string, ln net.Listener, srv *http.Server, lim listenerLimits, info func(net.Conn) connInfo) *connlimit.Listener {
-	cl := connlimit.New(ln, lim.conns)
+	var cl *connlimit.Listener
+	var lastWarn atomic.Int64
+	lim.conns.Full = func() {
+		// At most a line a minute, whatever the flood: the counters say
+		// how much it was.
+		now, last := time.Now().UnixNano(), lastWarn.Load()
+		if now-last < int64(time.Minute) || !lastWarn.CompareAndSwap(last, now) {
+			return
+		}
+		st := cl.Stats()
+		d.log.Warn(name+" listener is full: closing idle and slow connections to make room",
+			"addr", ln.Addr(), "cap", lim.conns.Max, "per_addr", lim.conns.PerAddr, "open", st.Open, "closed", st.Evicted, "refused", st.Refused)
+	}
+	cl = connlimit.New(ln, lim.conns)
 	srv.Handler = cl.Handler(srv.Handler, lim.body)
 	srv.ReadHeaderTimeout = lim.readHeader
 	srv.IdleTimeout = lim.idle

@@ -37,6 +37,9 @@ type Limits struct {
 	// that stops reading is cut, while a long stream that the client
 	// reads keeps going.
 	WriteStall time.Duration
+	// Full, if set, is called after a new connection met a cap (and
+	// something was closed, it or another): the owner's hint to log.
+	Full func()
 }
 
 // phase is what a connection is doing, as far as eviction cares.
@@ -96,16 +99,23 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c := l.admit(nc); c != nil {
+		c, full := l.admit(nc)
+		if c == nil {
+			nc.Close()
+			l.refused.Add(1)
+		}
+		if full && l.lim.Full != nil {
+			l.lim.Full()
+		}
+		if c != nil {
 			return c, nil
 		}
-		nc.Close()
-		l.refused.Add(1)
 	}
 }
 
-// admit registers nc, evicting what must go; nil if nc cannot stay.
-func (l *Listener) admit(nc net.Conn) *Conn {
+// admit registers nc, evicting what must go; nil if nc cannot stay. full
+// says whether a cap was met.
+func (l *Listener) admit(nc net.Conn) (_ *Conn, full bool) {
 	c := &Conn{Conn: nc, l: l, stall: l.lim.WriteStall}
 	if l.lim.PerAddr > 0 {
 		c.addr = addrKey(nc.RemoteAddr())
@@ -116,7 +126,7 @@ func (l *Listener) admit(nc net.Conn) *Conn {
 		v := l.victimOf(l.byAddr[c.addr])
 		if v == nil {
 			l.mu.Unlock()
-			return nil
+			return nil, true
 		}
 		l.releaseLocked(v)
 		victims = append(victims, v)
@@ -126,7 +136,7 @@ func (l *Listener) admit(nc net.Conn) *Conn {
 		if v == nil {
 			l.mu.Unlock()
 			l.closeAll(victims)
-			return nil
+			return nil, true
 		}
 		l.releaseLocked(v)
 		victims = append(victims, v)
@@ -143,7 +153,7 @@ func (l *Listener) admit(nc net.Conn) *Conn {
 	l.setPhaseLocked(c, phaseFresh)
 	l.mu.Unlock()
 	l.closeAll(victims)
-	return c
+	return c, len(victims) > 0
 }
 
 func (l *Listener) closeAll(victims []*Conn) {
