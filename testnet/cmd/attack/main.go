@@ -1,4 +1,4 @@
-// Command apiattack holds many slow connections open against danyue's HTTP
+// Command attack holds many slow connections open against danyue's HTTP
 // listeners (the TCP API, kosync) and meanwhile times legitimate requests
 // on another endpoint, to show whether the listeners' limits keep the
 // daemon serving. Hostile connections come in three kinds, mixed evenly:
@@ -12,7 +12,7 @@
 // attack keeps trying to hold N. Run it on loopback only; raise `ulimit -n`
 // above the total N first.
 //
-//	go run ./testnet/cmd/apiattack -attack 127.0.0.1:7298=20000 -attack 127.0.0.1:7299=300 \
+//	go run ./testnet/cmd/attack -attack 127.0.0.1:7298=20000 -attack 127.0.0.1:7299=300 \
 //	    -legit-unix /tmp/x/api.sock -legit-url http://127.0.0.1:7299/healthcheck -duration 60s
 package main
 
