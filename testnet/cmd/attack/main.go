@@ -10,10 +10,12 @@
 //
 // A connection the server closes is opened again after -reconnect, so the
 // attack keeps trying to hold N. Run it on loopback only; raise `ulimit -n`
-// above the total N first.
+// above the total N first, or split N over several processes where the
+// hard limit is lower (the measuring one with -legit-* flags).
 //
 //	go run ./testnet/cmd/attack -attack 127.0.0.1:7298=20000 -attack 127.0.0.1:7299=300 \
-//	    -legit-unix /tmp/x/api.sock -legit-url http://127.0.0.1:7299/healthcheck -duration 60s
+//	    -legit-unix /tmp/x/api.sock -legit-url http://127.0.0.1:7299/users/auth \
+//	    -legit-header 'x-auth-user: alice' -legit-header "x-auth-key: $(printf pw | md5sum | cut -c1-32)"
 package main
 
 import (
