@@ -65,6 +65,9 @@ type Config struct {
 	ClockOffset time.Duration
 	// Logger receives the daemon's logs; default slog.Default().
 	Logger *slog.Logger
+
+	// limits replaces the listeners' limits (tests make them small).
+	limits *limits
 }
 
 // Daemon is a running danyue daemon.
@@ -98,6 +101,8 @@ type Daemon struct {
 	wg        sync.WaitGroup
 	// kosyncAddr is the kosync listener's address, if there is one.
 	kosyncAddr string
+	// limits are the listeners' limits.
+	limits limits
 }
 
 // Start opens the data dir and starts the API and the peer network. On

@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -40,17 +38,7 @@ func (d *Daemon) serveKosync() error {
 		return fmt.Errorf("kosync listener: %w", err)
 	}
 	d.kosyncAddr = ln.Addr().String()
-	srv := kosync.NewServer(h, log)
-	d.servers = append(d.servers, srv)
-	d.wg.Go(func() {
-		if err := srv.Serve(kosync.LimitListener(ln, kosync.MaxConns)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("kosync listener failed", "addr", d.kosyncAddr, "err", err)
-			select {
-			case d.serveErr <- err:
-			default:
-			}
-		}
-	})
+	d.serveLimited("kosync", ln, kosync.NewServer(h, log), d.limits.kosync, nil)
 	prefix, _ := kosync.CleanPrefix(d.cfg.KosyncPrefix)
 	log.Info("serving KOReader progress sync", "addr", d.kosyncAddr, "prefix", prefix, "registration", d.cfg.KosyncRegistration)
 	if d.cfg.KosyncRegistration {

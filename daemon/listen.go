@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // The API listens on a local endpoint that only this user can open (a unix
@@ -43,13 +41,18 @@ type connInfo struct {
 }
 
 func (d *Daemon) serveAPI() error {
+	d.limits = d.listenLimits()
+	lim := d.limits
+	d.log.Debug("connection limits", "open_files", lim.nofile,
+		"local", lim.local.conns.Max, "tcp", lim.tcp.conns.Max, "tcp_per_addr", lim.tcp.conns.PerAddr,
+		"kosync", lim.kosync.conns.Max, "kosync_per_addr", lim.kosync.conns.PerAddr)
 	handler := d.routes()
 	if !d.cfg.NoSocket {
 		localLn, err := listenLocal(d.cfg.Socket)
 		if err != nil {
 			return err
 		}
-		d.serve(localLn, handler, localCaller)
+		d.serveLimited("api", localLn, apiServer(handler), lim.local, localCaller)
 	}
 	if d.cfg.HTTP != "" {
 		tcpLn, err := listenTCP(d.cfg.HTTP, d.cfg.HTTPAllowRemote)
@@ -57,32 +60,20 @@ func (d *Daemon) serveAPI() error {
 			return err
 		}
 		d.httpAddr = tcpLn.Addr().String()
-		d.serve(tcpLn, handler, func(net.Conn) connInfo { return connInfo{kind: connTCP, uid: -1} })
+		d.serveLimited("api", tcpLn, apiServer(handler), lim.tcp, func(net.Conn) connInfo { return connInfo{kind: connTCP, uid: -1} })
 	}
 	return nil
 }
 
-func (d *Daemon) serve(ln net.Listener, h http.Handler, info func(net.Conn) connInfo) {
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          nil,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connInfoKey{}, info(c))
-		},
+// apiServer is the server of one API listener; serveLimited adds the
+// timeouts and caps. It has no WriteTimeout, which would end event streams:
+// a write that stalls is cut by the listener instead.
+func apiServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:        h,
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       nil,
 	}
-	d.servers = append(d.servers, srv)
-	d.wg.Go(func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			d.log.Error("api listener failed", "addr", ln.Addr(), "err", err)
-			select {
-			case d.serveErr <- err:
-			default:
-			}
-		}
-	})
 }
 
 // HTTPAddr returns the address of the TCP listener, if there is one (useful

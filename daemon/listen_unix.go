@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 func defaultSocket(dataDir string) string { return filepath.Join(dataDir, "api.sock") }
@@ -53,4 +55,24 @@ func localCaller(c net.Conn) connInfo {
 		return unixCaller(-1, err)
 	}
 	return unixCaller(uid, uerr)
+}
+
+// fileLimit raises the soft limit on open files to the hard limit where the
+// system allows it and returns the limit the daemon runs with (0: unknown).
+// The Go runtime already raises it at start on most systems; this also
+// covers the ones where it does not, and tells the budget what it got.
+func fileLimit() uint64 {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	if lim.Cur < lim.Max {
+		raised := lim
+		raised.Cur = lim.Max
+		// macOS refuses more than kern.maxfilesperproc: keep what there is.
+		if unix.Setrlimit(unix.RLIMIT_NOFILE, &raised) == nil {
+			lim = raised
+		}
+	}
+	return uint64(lim.Cur)
 }

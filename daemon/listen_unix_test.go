@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 )
@@ -92,5 +93,32 @@ func TestOtherUserCannotConnect(t *testing.T) {
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) || exitErr.ExitCode() != 7 { // 7: could not connect
 		t.Fatalf("curl as uid 65534: %v, output %q; want refused at connect (exit 7)", err, out)
+	}
+}
+
+// The daemon runs with its soft open files limit raised to the hard one
+// (where the system allows: macOS caps it), and the budget sees it.
+func TestFileLimitIsRaised(t *testing.T) {
+	var before syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &before); err != nil {
+		t.Fatal(err)
+	}
+	// Lower it, as a service manager might, and let the daemon raise it.
+	lowered := before
+	lowered.Cur = min(before.Cur, 256)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lowered); err != nil {
+		t.Skipf("cannot lower the limit here: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &before) })
+	got := fileLimit()
+	var after syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &after); err != nil {
+		t.Fatal(err)
+	}
+	if got != uint64(after.Cur) || got < uint64(lowered.Cur) {
+		t.Fatalf("fileLimit() = %d, soft limit now %d (was lowered to %d)", got, after.Cur, lowered.Cur)
+	}
+	if runtime.GOOS == "linux" && uint64(after.Cur) != uint64(before.Max) {
+		t.Fatalf("soft limit %d, want the hard limit %d", after.Cur, before.Max)
 	}
 }

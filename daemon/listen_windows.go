@@ -45,3 +45,7 @@ func removeLocal(string) {}
 
 // localCaller: only this user could open the pipe (see above).
 func localCaller(net.Conn) connInfo { return connInfo{kind: connUnix, uid: -1, vouched: true} }
+
+// fileLimit: Windows has no limit on open handles per process but memory,
+// so the budget uses its default.
+func fileLimit() uint64 { return 0 }

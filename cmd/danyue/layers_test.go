@@ -32,13 +32,15 @@ func TestLayers(t *testing.T) {
 		"daemon/api":          nil,
 		"daemon/client":       {"daemon/api"},
 		"daemon/kosync":       {"crdt"},
-		"daemon":              {"crdt", "store", "peer", "daemon/api", "daemon/kosync"},
+		"daemon":              {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit"},
 		"cmd/danyue":          {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
 		"testnet":             {"daemon", "daemon/api", "daemon/client", "crdt"},
 		"mobile":              {"daemon", "daemon/api", "daemon/client"},
 		"cmd/libdanyue":       {"mobile"},
 		"testnet/cmd/testnet": {"testnet"},
 		"internal/procstat":   nil,
+		"internal/connlimit":  nil,
+		"testnet/cmd/attack":  nil,
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0
