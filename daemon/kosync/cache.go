@@ -50,6 +50,14 @@ func (c *authCache) id(user, key string) cacheID {
 	return id
 }
 
+// has reports whether the pair has an entry, for any verifier.
+func (c *authCache) has(id cacheID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.byID[id]
+	return ok
+}
+
 // hit reports whether the pair passed against verifier, the account's
 // verifier now. An entry for an older verifier is dropped.
 func (c *authCache) hit(id cacheID, verifier string) bool {

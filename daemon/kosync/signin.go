@@ -12,7 +12,8 @@ import (
 // Signing in, on every request that carries x-auth-user and x-auth-key:
 //
 //  1. A pair that passed before, against the account's verifier as it is
-//     now, is accepted from the cache: KOReader's requests stay cheap, and
+//     now, is accepted from the cache (only then is the library read
+//     before step 3): KOReader's requests stay cheap, and
 //     a device already signed in keeps syncing while someone else's
 //     guesses lock its account.
 //  2. Otherwise the guess is charged to the account and to the remote
@@ -85,18 +86,23 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 		return "", errUnauthorized
 	}
 	user, key := users[0], keys[0]
-	stored, known, err := s.lib.UserAuth(ctx, user)
-	if err != nil {
-		return "", err
-	}
+	// Only a pair that passed before has an entry, so a guess reaches the
+	// limits, and a refused one answers, without touching the library:
+	// nothing on that path tells a known account from an unknown one.
 	id := s.cache.id(user, key)
-	if known && s.cache.hit(id, stored) {
-		return user, nil
+	if s.cache.has(id) {
+		stored, known, err := s.lib.UserAuth(ctx, user)
+		if err != nil {
+			return "", err
+		}
+		if known && s.cache.hit(id, stored) {
+			return user, nil
+		}
 	}
 	host := remoteHost(r.RemoteAddr)
 	now := s.now()
 	if wait := s.gate.admit(now, addrKey(r.RemoteAddr), user); wait > 0 {
-		s.fails.note(now, host, user, "refused: too many failed sign-ins")
+		s.fails.note(now, host, user, false)
 		// The answer a wrong key gets, and Retry-After: KOReader shows
 		// a 401's message, and a different one would tell a guesser
 		// nothing but would break the rule that refusals look alike.
@@ -104,9 +110,13 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 		limited.retryAfter = wait
 		return "", &limited
 	}
+	stored, known, err := s.lib.UserAuth(ctx, user)
+	if err != nil {
+		return "", err
+	}
 	ok, stale := s.verify(ctx, stored, known, key)
 	if !ok {
-		s.fails.note(now, host, user, "wrong key or unknown account")
+		s.fails.note(now, host, user, true)
 		return "", errUnauthorized
 	}
 	s.gate.accounts.forgive(user)
@@ -190,30 +200,45 @@ func remoteHost(remote string) string {
 }
 
 // failLog logs failed sign-ins at info, bounded: a flood of guesses costs
-// at most failLogLines+1 lines a minute.
+// at most failLogLines+1 lines a minute. The count line tells the guesses
+// verified (and found wrong) from those refused unverified by the limits.
 type failLog struct {
-	log        *slog.Logger
-	mu         sync.Mutex
-	window     time.Time
-	seen       map[[2]string]struct{}
-	suppressed int
+	log               *slog.Logger
+	mu                sync.Mutex
+	window            time.Time
+	seen              map[[2]string]struct{}
+	verified, refused int // not logged one by one in this window
 }
 
-func (f *failLog) note(now time.Time, host, user, why string) {
+// note records a failed sign-in at user from host: verified, a key found
+// wrong (or an unknown account); otherwise refused by the limits.
+func (f *failLog) note(now time.Time, host, user string, verified bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if now.Sub(f.window) >= failLogWindow || now.Before(f.window) {
-		if f.suppressed > 0 {
-			f.log.Info("kosync failed sign-ins, not logged one by one", "count", f.suppressed, "since", f.window.UTC().Format(time.RFC3339))
+	// Concurrent requests note in a slightly different order than they
+	// read the clock: only a clock stepped back by a whole window starts
+	// a new one.
+	if d := now.Sub(f.window); d >= failLogWindow || d <= -failLogWindow {
+		if n := f.verified + f.refused; n > 0 {
+			f.log.Info("kosync failed sign-ins, not logged one by one", "count", n, "verified", f.verified, "refused", f.refused,
+				"since", f.window.UTC().Format(time.RFC3339Nano))
 		}
-		f.window, f.suppressed = now, 0
+		f.window, f.verified, f.refused = now, 0, 0
 		clear(f.seen)
 	}
 	k := [2]string{host, user}
 	if _, ok := f.seen[k]; ok || len(f.seen) >= failLogLines {
-		f.suppressed++
+		if verified {
+			f.verified++
+		} else {
+			f.refused++
+		}
 		return
 	}
 	f.seen[k] = struct{}{}
+	why := "refused: too many failed sign-ins"
+	if verified {
+		why = "wrong key or unknown account"
+	}
 	f.log.Info("kosync sign-in failed", "remote", host, "user", user, "why", why)
 }
