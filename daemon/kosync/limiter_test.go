@@ -17,6 +17,9 @@ func TestAuthCache(t *testing.T) {
 	}
 	alice := c.id("alice", aliceKey)
 	c.add(alice, "verifier-1")
+	if !c.has(alice) || c.has(c.id("alice", bobKey)) {
+		t.Error("has: the added pair is missing, or another is there")
+	}
 	for _, tc := range []struct {
 		name, user, key, verifier string
 		hit                       bool

@@ -72,7 +72,7 @@ func newSignin(cfg Config, log *slog.Logger) (*signin, error) {
 	}
 	return &signin{
 		lib: cfg.Library, log: log, now: now, cache: cache, gate: newGate(lim), decoy: decoy,
-		slow: make(chan struct{}, maxSlowVerifies), fails: &failLog{log: log, seen: map[[2]string]struct{}{}},
+		slow: make(chan struct{}, maxSlowVerifies), fails: &failLog{log: log, seen: map[failKey]struct{}{}},
 		onVerify: cfg.onVerify,
 	}, nil
 }
@@ -103,9 +103,9 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 	now := s.now()
 	if wait := s.gate.admit(now, addrKey(r.RemoteAddr), user); wait > 0 {
 		s.fails.note(now, host, user, false)
-		// The answer a wrong key gets, and Retry-After: KOReader shows
-		// a 401's message, and a different one would tell a guesser
-		// nothing but would break the rule that refusals look alike.
+		// The answer a wrong key gets (KOReader shows it as a failed
+		// login, as it does the reference server's), with Retry-After:
+		// all refusals look alike, so none tells a guesser anything.
 		limited := *errUnauthorized
 		limited.retryAfter = wait
 		return "", &limited
@@ -199,19 +199,27 @@ func remoteHost(remote string) string {
 	return remote
 }
 
-// failLog logs failed sign-ins at info, bounded: a flood of guesses costs
-// at most failLogLines+1 lines a minute. The count line tells the guesses
-// verified (and found wrong) from those refused unverified by the limits.
+// failLog logs failed sign-ins at info, bounded: the first of each
+// (address, account) pair in a minute, failLogLines at most of guesses
+// verified and as many of guesses refused unverified by the limits (so a
+// flood of refusals cannot hide the verifications), then one line counting
+// the rest.
 type failLog struct {
 	log               *slog.Logger
 	mu                sync.Mutex
 	window            time.Time
-	seen              map[[2]string]struct{}
-	verified, refused int // not logged one by one in this window
+	seen              map[failKey]struct{}
+	logged            [2]int // lines of refused, verified failures in this window
+	verified, refused int    // not logged one by one in this window
 }
 
 // note records a failed sign-in at user from host: verified, a key found
 // wrong (or an unknown account); otherwise refused by the limits.
+type failKey struct {
+	host, user string
+	verified   bool
+}
+
 func (f *failLog) note(now time.Time, host, user string, verified bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -223,11 +231,15 @@ func (f *failLog) note(now time.Time, host, user string, verified bool) {
 			f.log.Info("kosync failed sign-ins, not logged one by one", "count", n, "verified", f.verified, "refused", f.refused,
 				"since", f.window.UTC().Format(time.RFC3339Nano))
 		}
-		f.window, f.verified, f.refused = now, 0, 0
+		f.window, f.verified, f.refused, f.logged = now, 0, 0, [2]int{}
 		clear(f.seen)
 	}
-	k := [2]string{host, user}
-	if _, ok := f.seen[k]; ok || len(f.seen) >= failLogLines {
+	k := failKey{host, user, verified}
+	kind := 0
+	if verified {
+		kind = 1
+	}
+	if _, ok := f.seen[k]; ok || f.logged[kind] >= failLogLines {
 		if verified {
 			f.verified++
 		} else {
@@ -236,6 +248,7 @@ func (f *failLog) note(now time.Time, host, user string, verified bool) {
 		return
 	}
 	f.seen[k] = struct{}{}
+	f.logged[kind]++
 	why := "refused: too many failed sign-ins"
 	if verified {
 		why = "wrong key or unknown account"

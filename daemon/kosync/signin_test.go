@@ -194,21 +194,24 @@ func TestSigninGuessesLimited(t *testing.T) {
 	if n := s.verifies.Load() - before; n != 1 {
 		t.Errorf("3 sign-ins after the lock took %d verifications, want 1", n)
 	}
-	// Each (address, account) failure is logged once, with the address.
 	logText := s.logText()
-	if n := strings.Count(logText, `msg="kosync sign-in failed" remote=127.0.0.2 user=alice`); n != 1 {
-		t.Errorf("failures from 127.0.0.2 at alice logged %d times, want 1:\n%s", n, logText)
+	// Each (address, account) failure is logged once of each kind, with
+	// the address.
+	pair := `msg="kosync sign-in failed" remote=127.0.0.2 user=alice why=`
+	verified, refused := strings.Count(logText, pair+`"wrong`), strings.Count(logText, pair+`"refused`)
+	if verified > 1 || refused > 1 || verified+refused == 0 {
+		t.Errorf("failures from 127.0.0.2 at alice logged %d times verified, %d refused; want at most 1 of each, and one:\n%s", verified, refused, logText)
 	}
 	if !strings.Contains(logText, "user=nobody") {
 		t.Errorf("failures at an unknown account not logged:\n%s", logText)
 	}
 }
 
-// The failure log is bounded: a flood costs failLogLines lines and a count
-// a minute.
+// The failure log is bounded: a flood costs failLogLines lines of each kind
+// and a count a minute.
 func TestFailLogBounded(t *testing.T) {
 	var buf bytes.Buffer
-	f := &failLog{log: slog.New(slog.NewTextHandler(&buf, nil)), seen: map[[2]string]struct{}{}}
+	f := &failLog{log: slog.New(slog.NewTextHandler(&buf, nil)), seen: map[failKey]struct{}{}}
 	now := t0
 	for m := range 3 {
 		for i := range 1000 {
@@ -218,10 +221,10 @@ func TestFailLogBounded(t *testing.T) {
 	}
 	f.note(now, "10.0.0.1", "alice", true)
 	lines := strings.Count(buf.String(), "\n")
-	if want := 3*(failLogLines+1) + 1; lines != want {
+	if want := 3*(2*failLogLines+1) + 1; lines != want {
 		t.Errorf("3 minutes of 1000 failures logged %d lines, want %d", lines, want)
 	}
-	if !strings.Contains(buf.String(), fmt.Sprintf("count=%d", 1000-failLogLines)) {
+	if !strings.Contains(buf.String(), fmt.Sprintf("count=%d verified=%d refused=%d", 1000-2*failLogLines, 500-failLogLines, 500-failLogLines)) {
 		t.Errorf("no summary count:\n%s", buf.String())
 	}
 }
