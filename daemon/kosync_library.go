@@ -88,6 +88,28 @@ func (l kosyncLibrary) UserAuth(ctx context.Context, name string) (string, bool,
 	return e.KosyncUser.Auth.Value, true, nil
 }
 
+// ReplaceAuth rewrites the account with a new key hash (an upgrade of its
+// form), checked inside the store's write so that a key changed meanwhile,
+// here or synced from another device, is kept. The rewrite is a write like
+// any other: it reaches every device of the library.
+func (l kosyncLibrary) ReplaceAuth(ctx context.Context, name, old, new string) (bool, error) {
+	e, err := crdt.SetKosyncUser(l.d.stamp(), name, new)
+	if err != nil {
+		return false, err
+	}
+	id := e.AppendID(nil)
+	replaced := false
+	_, err = l.d.apply(ctx, store.Batch{Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
+		cur, ok, err := get(id)
+		if err != nil || !ok || cur.KosyncUser.Auth.At.IsZero() || cur.KosyncUser.Auth.Value != old {
+			return nil, err
+		}
+		replaced = true
+		return []crdt.Entry{e}, nil
+	}})
+	return replaced && err == nil, err
+}
+
 func (l kosyncLibrary) CreateUser(ctx context.Context, name, hash string) error {
 	return l.d.createKosyncUser(ctx, name, hash)
 }

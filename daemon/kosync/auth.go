@@ -1,73 +1,188 @@
 package kosync
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
-	"net/http"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/crypto/argon2"
 
 	"github.com/danyue/danyue/crdt"
 )
 
 // The key KOReader sends is the MD5 of the password: whoever holds it can
-// sync as the user, so it is a password in its own right. The library (on
-// every device, in every backup) keeps a salted SHA-256 of it instead:
+// sync as the user, so it is a password in its own right, and usually a
+// weak one. The library (on every device, in every backup) keeps a slow,
+// salted verifier of it, with its parameters, so that they can change:
+//
+//	a2id:v=19,m=<KiB>,t=<passes>,p=<lanes>:<base64 salt>:<base64 argon2id(key, salt)>
+//
+// Libraries written before kept a fast one, which still verifies; the
+// handler replaces it with an argon2id verifier at the next successful
+// sign-in:
 //
 //	v1:<32 hex digits of salt>:<64 hex digits of sha256(salt || key)>
 //
-// A plain hash, not a slow one: KOReader sends the key with every request,
-// and its own strength is that of the user's password through one MD5.
+// KOReader sends the key with every request; the handler's cache (authCache)
+// keeps that from costing a slow verification each time.
 
 const (
-	hashVersion = "v1"
+	argonPrefix = "a2id"
+	legacyV1    = "v1"
 	saltBytes   = 16
+	argonKeyLen = 32
 	// maxKeyBytes bounds a key; KOReader's is 32 hex digits.
 	maxKeyBytes = 128
 )
 
-// HashKey returns the salted hash of a client-side key, with a new random
-// salt, for the library to keep.
+// argonParams are argon2id's cost parameters.
+type argonParams struct {
+	memoryKiB uint32
+	time      uint32
+	threads   uint8
+}
+
+// defaultParams are OWASP's second argon2id setting (19 MiB, 2 passes, one
+// lane): about 30 ms on a laptop core and 50-100 ms on a phone's
+// (BenchmarkVerifier), which a person signing in does not notice and which
+// keeps a stolen library's verifiers to tens of guesses a second per core.
+// One lane, because the daemon shares the phone with the reader app; the
+// handler runs at most maxSlowVerifies at once, so 38 MiB at most.
+var defaultParams = argonParams{memoryKiB: 19 * 1024, time: 2, threads: 1}
+
+// Bounds on the parameters a stored verifier may ask for. Verifiers arrive
+// from other devices of the library, and a broken or hostile one must not
+// make every sign-in here take a gigabyte or a minute.
+const (
+	maxArgonMemoryKiB = 256 * 1024
+	maxArgonTime      = 16
+	maxArgonThreads   = 4
+)
+
+// ErrBadVerifier is wrapped by the error for a stored verifier this build
+// cannot read.
+var ErrBadVerifier = errors.New("kosync: unreadable key verifier")
+
+// HashKey returns a verifier of a client-side key, with a new random salt,
+// for the library to keep.
 func HashKey(key string) (string, error) {
+	return hashKeyWith(defaultParams, key)
+}
+
+func hashKeyWith(p argonParams, key string) (string, error) {
 	salt := make([]byte, saltBytes)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("kosync key salt: %w", err)
 	}
-	return hashWithSalt(salt, key), nil
+	sum := argon2.IDKey([]byte(key), salt, p.time, p.memoryKiB, p.threads, argonKeyLen)
+	return fmt.Sprintf("%s:v=%d,m=%d,t=%d,p=%d:%s:%s", argonPrefix, argon2.Version, p.memoryKiB, p.time, p.threads,
+		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(sum)), nil
 }
 
-func hashWithSalt(salt []byte, key string) string {
-	h := sha256.New()
-	h.Write(salt)
-	h.Write([]byte(key))
-	return hashVersion + ":" + hex.EncodeToString(salt) + ":" + hex.EncodeToString(h.Sum(nil))
+// verifier is a stored verifier, parsed.
+type verifier struct {
+	legacy bool // v1: sha256(salt || key)
+	params argonParams
+	salt   []byte
+	sum    []byte
 }
 
-// CheckKey reports whether key is the one hash was made of. The digests are
-// compared in constant time.
-func CheckKey(hash, key string) bool {
-	version, rest, _ := strings.Cut(hash, ":")
-	saltHex, sumHex, _ := strings.Cut(rest, ":")
-	salt, err1 := hex.DecodeString(saltHex)
-	want, err2 := hex.DecodeString(sumHex)
-	if version != hashVersion || err1 != nil || err2 != nil || len(salt) == 0 || len(want) != sha256.Size {
-		return false
+func parseVerifier(s string) (verifier, error) {
+	parts := strings.Split(s, ":")
+	switch {
+	case len(parts) == 3 && parts[0] == legacyV1:
+		salt, err1 := hex.DecodeString(parts[1])
+		sum, err2 := hex.DecodeString(parts[2])
+		if err1 != nil || err2 != nil || len(salt) == 0 || len(sum) != sha256.Size {
+			return verifier{}, fmt.Errorf("%w: malformed v1", ErrBadVerifier)
+		}
+		return verifier{legacy: true, salt: salt, sum: sum}, nil
+	case len(parts) == 4 && parts[0] == argonPrefix:
+		p, err := parseParams(parts[1])
+		if err != nil {
+			return verifier{}, err
+		}
+		salt, err1 := base64.RawStdEncoding.DecodeString(parts[2])
+		sum, err2 := base64.RawStdEncoding.DecodeString(parts[3])
+		if err1 != nil || err2 != nil || len(salt) < 8 || len(sum) < 16 || len(sum) > 64 {
+			return verifier{}, fmt.Errorf("%w: malformed salt or digest", ErrBadVerifier)
+		}
+		return verifier{params: p, salt: salt, sum: sum}, nil
 	}
-	got := sha256.New()
-	got.Write(salt)
-	got.Write([]byte(key))
-	return subtle.ConstantTimeCompare(got.Sum(nil), want) == 1
+	return verifier{}, fmt.Errorf("%w: unknown form", ErrBadVerifier)
 }
 
-// decoyHash is what an unknown account's key is checked against, so that
-// answering "no such account" takes as long as "wrong key". No key is known
-// to hash to its all-zero digest.
-var decoyHash = hashVersion + ":" + strings.Repeat("00", saltBytes) + ":" + strings.Repeat("00", 32)
+// parseParams reads "v=19,m=19456,t=2,p=1", all four, in that order.
+func parseParams(s string) (argonParams, error) {
+	var v, m, t, p uint64
+	fields := strings.Split(s, ",")
+	dst := []*uint64{&v, &m, &t, &p}
+	names := []string{"v", "m", "t", "p"}
+	if len(fields) != len(dst) {
+		return argonParams{}, fmt.Errorf("%w: parameters %q", ErrBadVerifier, s)
+	}
+	for i, f := range fields {
+		name, val, ok := strings.Cut(f, "=")
+		n, err := strconv.ParseUint(val, 10, 32)
+		if !ok || name != names[i] || err != nil {
+			return argonParams{}, fmt.Errorf("%w: parameters %q", ErrBadVerifier, s)
+		}
+		*dst[i] = n
+	}
+	if v != argon2.Version || m < 8*p || m > maxArgonMemoryKiB || t < 1 || t > maxArgonTime || p < 1 || p > maxArgonThreads {
+		return argonParams{}, fmt.Errorf("%w: parameters %q out of bounds", ErrBadVerifier, s)
+	}
+	return argonParams{memoryKiB: uint32(m), time: uint32(t), threads: uint8(p)}, nil
+}
+
+// check reports whether key is the one v was made of. Digests are compared
+// in constant time.
+func (v verifier) check(key string) bool {
+	if v.legacy {
+		h := sha256.New()
+		h.Write(v.salt)
+		h.Write([]byte(key))
+		return subtle.ConstantTimeCompare(h.Sum(nil), v.sum) == 1
+	}
+	got := argon2.IDKey([]byte(key), v.salt, v.params.time, v.params.memoryKiB, v.params.threads, uint32(len(v.sum)))
+	return subtle.ConstantTimeCompare(got, v.sum) == 1
+}
+
+// CheckKey reports whether key is the one the verifier was made of, and
+// whether the verifier is of an old form that HashKey should replace. A
+// verifier in a form this build does not know never passes.
+func CheckKey(stored, key string) (ok, stale bool) {
+	v, err := parseVerifier(stored)
+	if err != nil {
+		return false, false
+	}
+	ok = v.check(key)
+	return ok, ok && v.stale()
+}
+
+// stale reports whether the verifier is weaker than HashKey's.
+func (v verifier) stale() bool {
+	return v.legacy || v.params.memoryKiB < defaultParams.memoryKiB || v.params.time < defaultParams.time
+}
+
+// newDecoy returns a verifier that no key is known to pass, with
+// HashKey's parameters, for an unknown account's key to be checked against:
+// "no such account" then costs what "wrong key" costs.
+func newDecoy() (verifier, error) {
+	salt, sum := make([]byte, saltBytes), make([]byte, argonKeyLen)
+	if _, err := rand.Read(salt); err != nil {
+		return verifier{}, fmt.Errorf("kosync decoy salt: %w", err)
+	}
+	return verifier{params: defaultParams, salt: salt, sum: sum}, nil
+}
 
 // ValidUserName reports what is wrong with an account name, or nil. A name
 // travels in an HTTP header, so it may not hold control characters or start
@@ -96,27 +211,4 @@ func validHeaderValue(what, s string, maxBytes int) error {
 		return fmt.Errorf("%s contains control characters", what)
 	}
 	return nil
-}
-
-// authenticate returns the account the request's x-auth-user and x-auth-key
-// headers (any case) prove, or "" and false. It does not say why a pair was
-// refused: an unknown account and a wrong key look the same.
-func (h *handler) authenticate(ctx context.Context, r *http.Request) (string, bool, error) {
-	users, keys := r.Header.Values("X-Auth-User"), r.Header.Values("X-Auth-Key")
-	if len(users) != 1 || len(keys) != 1 || ValidUserName(users[0]) != nil || ValidKey(keys[0]) != nil {
-		return "", false, nil
-	}
-	user, key := users[0], keys[0]
-	hash, ok, err := h.lib.UserAuth(ctx, user)
-	if err != nil {
-		return "", false, err
-	}
-	if !ok {
-		CheckKey(decoyHash, key)
-		return "", false, nil
-	}
-	if !CheckKey(hash, key) {
-		return "", false, nil
-	}
-	return user, true, nil
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/danyue/danyue/crdt"
@@ -22,6 +24,7 @@ const maxBody = 16 << 10
 type requestError struct {
 	status, code int
 	message      string
+	retryAfter   time.Duration // answered as Retry-After, if not 0
 }
 
 func (e *requestError) Error() string { return e.message }
@@ -47,6 +50,9 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &re):
 		h.log.Debug("kosync request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", re.status, "why", re.message)
+		if re.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(re.retryAfter/time.Second)+1))
+		}
 		writeError(w, re.status, re.code, re.message)
 	case errors.Is(err, crdt.ErrInvalid):
 		// The library refused a value the checks here let through.
@@ -108,7 +114,7 @@ func (h *handler) createUser(w http.ResponseWriter, r *http.Request) error {
 			return invalid(codeInvalid, "Invalid request: %v", err)
 		}
 	}
-	hash, err := HashKey(*req.Password)
+	hash, err := h.signin.hashKey(r.Context(), *req.Password)
 	if err != nil {
 		return err
 	}
@@ -133,14 +139,7 @@ func (h *handler) authUser(w http.ResponseWriter, r *http.Request) error {
 // mustAuth returns the account the request authenticates as, or
 // errUnauthorized.
 func (h *handler) mustAuth(r *http.Request) (string, error) {
-	user, ok, err := h.authenticate(r.Context(), r)
-	switch {
-	case err != nil:
-		return "", err
-	case !ok:
-		return "", errUnauthorized
-	}
-	return user, nil
+	return h.signin.authenticate(r.Context(), r)
 }
 
 type putRequest struct {

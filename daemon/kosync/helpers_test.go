@@ -34,6 +34,17 @@ func (m *memLibrary) UserAuth(_ context.Context, name string) (string, bool, err
 	return h, ok, nil
 }
 
+func (m *memLibrary) ReplaceAuth(_ context.Context, name, old, new string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.users[name]; !ok || h != old {
+		return false, nil
+	}
+	m.users[name] = new
+	m.writes++
+	return true, nil
+}
+
 func (m *memLibrary) CreateUser(_ context.Context, name, hash string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

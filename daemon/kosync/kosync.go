@@ -17,10 +17,11 @@
 // Every request but POST /users/create carries x-auth-user and x-auth-key;
 // a missing, empty or wrong pair is 401 and changes nothing. The "password"
 // and the key are the same thing: the lowercase hex MD5 of the user's
-// password, which KOReader computes. The library keeps only a salted hash of
-// it (HashKey). Answers are Content-Type application/json exactly (builds of
-// KOReader fail on a charset parameter), errors {"code": n, "message": "..."}
-// with the reference server's codes.
+// password, which KOReader computes. The library keeps only a slow, salted
+// verifier of it (HashKey), and wrong guesses are limited (signin.go).
+// Answers are Content-Type application/json exactly (builds of KOReader fail
+// on a charset parameter), errors {"code": n, "message": "..."} with the
+// reference server's codes.
 package kosync
 
 import (
@@ -50,6 +51,9 @@ type Library interface {
 	// UserAuth returns the key hash (made by HashKey) of the account name,
 	// and false if there is no such account.
 	UserAuth(ctx context.Context, name string) (hash string, ok bool, err error)
+	// ReplaceAuth replaces the account's key hash old with new, unless it
+	// is no longer old, and reports whether it did.
+	ReplaceAuth(ctx context.Context, name, old, new string) (bool, error)
 	// CreateUser creates the account name with the key hash, or returns an
 	// error wrapping ErrUserExists if the name is taken.
 	CreateUser(ctx context.Context, name, hash string) error
@@ -74,6 +78,12 @@ type Config struct {
 	// the root.
 	Prefix string
 	Logger *slog.Logger
+
+	// For tests: the clock of the guess limits, the limits themselves,
+	// and a hook called at each slow key verification.
+	now      func() time.Time
+	limits   *limits
+	onVerify func()
 }
 
 // Error codes of the reference server (koreader-sync-server), which clients
@@ -91,6 +101,7 @@ type handler struct {
 	lib          Library
 	registration bool
 	log          *slog.Logger
+	signin       *signin
 }
 
 // New returns the protocol as an http.Handler. Every path outside the
@@ -106,7 +117,11 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &handler{lib: cfg.Library, registration: cfg.Registration, log: cfg.Logger}
+	si, err := newSignin(cfg, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	h := &handler{lib: cfg.Library, registration: cfg.Registration, log: cfg.Logger, signin: si}
 	routes := []struct {
 		method, path string
 		fn           func(http.ResponseWriter, *http.Request) error

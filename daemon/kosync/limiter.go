@@ -1,0 +1,162 @@
+package kosync
+
+import (
+	"container/list"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// guessLimiter bounds the slow verifications one key (an account name, or a
+// remote address) may cause: the first free guesses go through at once, the
+// last of them locks the key for base, and each one after a lock locks it
+// for twice as long as the one before (up to maxLock). A key quiet for forgetAfter past its lock
+// starts afresh, and a successful sign-in forgives its account.
+//
+// A guess is charged before it is verified, not after it fails: a burst of
+// concurrent guesses cannot all pass the check before the first failure is
+// recorded. With the defaults an account sees at most 7 verifications in
+// its first minute under attack (at 0 s five, then at 10 s and 30 s) and
+// fewer every minute after.
+//
+// Memory is bounded: at most max keys are tracked, and past that the key
+// touched longest ago is forgotten.
+type guessLimiter struct {
+	free        int
+	base        time.Duration
+	maxLock     time.Duration
+	forgetAfter time.Duration
+	max         int
+
+	mu   sync.Mutex
+	ll   *list.List // of *guessState, most recently charged first
+	keys map[string]*list.Element
+}
+
+type guessState struct {
+	key    string
+	n      int       // guesses charged
+	last   time.Time // when the last was
+	locked time.Time // no guess before this
+}
+
+// limits are the guess limits the handler applies to both accounts and
+// addresses.
+type limits struct {
+	free        int
+	base        time.Duration
+	maxLock     time.Duration
+	forgetAfter time.Duration
+	maxKeys     int
+}
+
+var defaultLimits = limits{free: 5, base: 10 * time.Second, maxLock: 15 * time.Minute, forgetAfter: time.Hour, maxKeys: 4096}
+
+func newGuessLimiter(l limits) *guessLimiter {
+	return &guessLimiter{free: l.free, base: l.base, maxLock: l.maxLock, forgetAfter: l.forgetAfter, max: l.maxKeys,
+		ll: list.New(), keys: map[string]*list.Element{}}
+}
+
+// wait returns how long key must wait before its next guess, 0 if none.
+// The caller holds mu.
+func (g *guessLimiter) wait(now time.Time, key string) time.Duration {
+	el, ok := g.keys[key]
+	if !ok {
+		return 0
+	}
+	s := el.Value.(*guessState)
+	if now.Sub(s.locked) > g.forgetAfter && now.Sub(s.last) > g.forgetAfter {
+		g.ll.Remove(el)
+		delete(g.keys, key)
+		return 0
+	}
+	return max(s.locked.Sub(now), 0)
+}
+
+// charge counts a guess for key and sets its next lock. The caller holds
+// mu.
+func (g *guessLimiter) charge(now time.Time, key string) {
+	el, ok := g.keys[key]
+	if !ok {
+		el = g.ll.PushFront(&guessState{key: key})
+		g.keys[key] = el
+		for g.ll.Len() > g.max {
+			old := g.ll.Back()
+			g.ll.Remove(old)
+			delete(g.keys, old.Value.(*guessState).key)
+		}
+	}
+	g.ll.MoveToFront(el)
+	s := el.Value.(*guessState)
+	s.n++
+	s.last = now
+	if over := s.n - g.free; over >= 0 {
+		lock := g.maxLock
+		if over <= 30 && g.base<<over < g.maxLock {
+			lock = g.base << over
+		}
+		s.locked = now.Add(lock)
+	}
+}
+
+// forgive forgets key, after it proved itself.
+func (g *guessLimiter) forgive(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if el, ok := g.keys[key]; ok {
+		g.ll.Remove(el)
+		delete(g.keys, key)
+	}
+}
+
+func (g *guessLimiter) len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ll.Len()
+}
+
+// gate is the handler's two limiters, per account and per address, charged
+// together so that a guess refused by one costs the other nothing.
+type gate struct {
+	accounts, addrs *guessLimiter
+}
+
+func newGate(l limits) *gate {
+	return &gate{accounts: newGuessLimiter(l), addrs: newGuessLimiter(l)}
+}
+
+// admit charges a guess at the account user from addr and returns 0, or
+// returns how long the guess must wait and charges nothing.
+func (g *gate) admit(now time.Time, addr, user string) time.Duration {
+	g.accounts.mu.Lock()
+	defer g.accounts.mu.Unlock()
+	g.addrs.mu.Lock()
+	defer g.addrs.mu.Unlock()
+	if w := max(g.accounts.wait(now, user), g.addrs.wait(now, addr)); w > 0 {
+		return w
+	}
+	g.accounts.charge(now, user)
+	g.addrs.charge(now, addr)
+	return 0
+}
+
+// addrKey returns what the per-address limit counts a remote address
+// ("host:port") as: the host, or for a global IPv6 address its /64, which
+// one machine can fill with addresses of its own.
+func addrKey(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() && !ip.IsLinkLocalUnicast() && !ip.IsLoopback() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}

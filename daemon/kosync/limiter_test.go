@@ -1,0 +1,165 @@
+package kosync
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+
+// The cache hits only for the pair that was added, only while the account's
+// verifier is the one it passed against, and holds at most its bound.
+func TestAuthCache(t *testing.T) {
+	c, err := newAuthCache(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := c.id("alice", aliceKey)
+	c.add(alice, "verifier-1")
+	if !c.has(alice) || c.has(c.id("alice", bobKey)) {
+		t.Error("has: the added pair is missing, or another is there")
+	}
+	for _, tc := range []struct {
+		name, user, key, verifier string
+		hit                       bool
+	}{
+		{"the pair", "alice", aliceKey, "verifier-1", true},
+		{"another key", "alice", bobKey, "verifier-1", false},
+		{"another account", "bob", aliceKey, "verifier-1", false},
+		{"name and key run together", "alice" + aliceKey[:1], aliceKey[1:], "verifier-1", false},
+		{"the account's verifier changed", "alice", aliceKey, "verifier-2", false},
+		// The changed verifier dropped the entry: back to the first is a miss.
+		{"and back", "alice", aliceKey, "verifier-1", false},
+	} {
+		if got := c.hit(c.id(tc.user, tc.key), tc.verifier); got != tc.hit {
+			t.Errorf("%s: hit = %v, want %v", tc.name, got, tc.hit)
+		}
+	}
+	if c.id("alice", aliceKey) == c.id("alice", bobKey) {
+		t.Error("two keys share an id")
+	}
+	other, _ := newAuthCache(4)
+	if other.id("alice", aliceKey) == alice {
+		t.Error("two processes' caches share ids: the HMAC key is not random")
+	}
+
+	// The bound: the least recently used goes first.
+	for i := range 10 {
+		c.add(c.id(fmt.Sprint("user", i), aliceKey), "v")
+		if i == 6 {
+			c.hit(c.id("user3", aliceKey), "v") // keep user3 fresh
+		}
+	}
+	if c.len() != 4 {
+		t.Errorf("cache holds %d entries, bound 4", c.len())
+	}
+	for user, want := range map[string]bool{"user9": true, "user8": true, "user3": true, "user0": false, "user5": false} {
+		if got := c.hit(c.id(user, aliceKey), "v"); got != want {
+			t.Errorf("after 10 adds, %s hit = %v, want %v", user, got, want)
+		}
+	}
+}
+
+var testLimits = limits{free: 3, base: 10 * time.Second, maxLock: 80 * time.Second, forgetAfter: time.Hour, maxKeys: 8}
+
+// After free guesses a key waits, twice as long after each further guess,
+// up to the cap; it recovers when the lock runs out, is forgotten after a
+// quiet hour, and keys are independent.
+func TestGuessLimiter(t *testing.T) {
+	g := newGuessLimiter(testLimits)
+	charge := func(now time.Time, key string) time.Duration {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		w := g.wait(now, key)
+		if w == 0 {
+			g.charge(now, key)
+		}
+		return w
+	}
+	now := t0
+	steps := []struct {
+		advance time.Duration
+		key     string
+		wait    time.Duration
+	}{
+		{0, "a", 0}, {0, "a", 0}, {0, "a", 0}, // the free guesses; the last locks for 10 s
+		{0, "a", 10 * time.Second}, // refused, and costs nothing
+		{0, "b", 0},                // another key is not held up
+		{9 * time.Second, "a", time.Second},
+		{time.Second, "a", 0}, // recovered; locks for 20 s
+		{19 * time.Second, "a", time.Second},
+		{time.Second, "a", 0},      // 40 s
+		{40 * time.Second, "a", 0}, // 80 s
+		{80 * time.Second, "a", 0}, // capped at 80 s
+		{79 * time.Second, "a", time.Second},
+		{time.Second + 2*time.Hour, "a", 0}, // forgotten: free again
+		{0, "a", 0}, {0, "a", 0},
+		{0, "a", 10 * time.Second},
+	}
+	for i, s := range steps {
+		now = now.Add(s.advance)
+		if got := charge(now, s.key); got != s.wait {
+			t.Fatalf("step %d (+%v, %s): wait %v, want %v", i, s.advance, s.key, got, s.wait)
+		}
+	}
+	g.forgive("a")
+	if got := charge(now, "a"); got != 0 {
+		t.Errorf("after forgive: wait %v", got)
+	}
+
+	// Memory is bounded: the keys charged longest ago go.
+	for i := range 100 {
+		charge(now, fmt.Sprint("flood", i))
+	}
+	if g.len() != testLimits.maxKeys {
+		t.Errorf("limiter tracks %d keys, bound %d", g.len(), testLimits.maxKeys)
+	}
+}
+
+// An address over its limit is refused for every account, an account over
+// its limit from every address, and a refused guess charges neither.
+func TestGateAccountsAndAddresses(t *testing.T) {
+	g := newGate(testLimits)
+	for i := range testLimits.free {
+		if w := g.admit(t0, "10.0.0.1", fmt.Sprint("spray", i)); w != 0 {
+			t.Fatalf("guess %d from one address refused early", i)
+		}
+	}
+	for i := range 3 {
+		if g.admit(t0, "10.0.0.1", fmt.Sprint("other", i)) == 0 {
+			t.Errorf("the locked address guessed at another account")
+		}
+	}
+	for i := range testLimits.free {
+		if w := g.admit(t0, fmt.Sprint("10.0.1.", i), "alice"); w != 0 {
+			t.Fatalf("guess %d at alice refused early", i)
+		}
+	}
+	for i := range 3 {
+		if g.admit(t0, fmt.Sprint("10.0.2.", i), "alice") == 0 {
+			t.Errorf("a new address guessed at the locked account")
+		}
+	}
+	// Those refusals charged nothing: a fresh address still has its free
+	// guesses at a fresh account.
+	if g.admit(t0, "10.0.2.0", "bob") != 0 {
+		t.Error("a refused guess charged its address")
+	}
+}
+
+func TestAddrKey(t *testing.T) {
+	for _, tc := range []struct{ remote, want string }{
+		{"192.168.1.7:51000", "192.168.1.7"},
+		{"[::ffff:192.168.1.7]:51000", "192.168.1.7"},
+		{"[2001:db8:1:2:aaaa::1]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:bbbb::9]:443", "2001:db8:1:2::/64"},
+		{"[fe80::1%eth0]:7200", "fe80::1"},
+		{"[::1]:7200", "::1"},
+		{"not an address", "not an address"},
+	} {
+		if got := addrKey(tc.remote); got != tc.want {
+			t.Errorf("addrKey(%q) = %q, want %q", tc.remote, got, tc.want)
+		}
+	}
+}
