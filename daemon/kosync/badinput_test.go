@@ -2,7 +2,6 @@ package kosync
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -120,14 +119,7 @@ func TestServerLimits(t *testing.T) {
 	lib := newMemLibrary()
 	lib.addUser(t, "alice", aliceKey)
 	h, _ := New(Config{Library: lib})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(h, nil)
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	url := "http://" + ln.Addr().String()
+	url := serveOnLoopback(t, h)
 	req, _ := http.NewRequest("GET", url+"/users/auth", nil)
 	req.Header.Set("x-auth-user", "alice")
 	req.Header.Set("x-auth-key", aliceKey)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -203,4 +204,18 @@ func checkError(t testing.TB, what string, a answer, status, code int) {
 	if code != 0 && *e.Code != code {
 		t.Errorf("%s: code %d, want %d (%s)", what, *e.Code, code, *e.Message)
 	}
+}
+
+// serveOnLoopback serves h as the daemon does (NewServer) on a loopback
+// port until the test ends, and returns its URL.
+func serveOnLoopback(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h, nil)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
 }

@@ -66,14 +66,7 @@ func startSigninServer(t testing.TB) *signinServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(h, nil)
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	s.url = "http://" + ln.Addr().String()
+	s.url = serveOnLoopback(t, h)
 	return s
 }
 
