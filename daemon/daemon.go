@@ -70,6 +70,10 @@ type Config struct {
 	limits *limits
 }
 
+// ErrLocked is returned by Start when another daemon has the data dir open;
+// a caller that only wanted to sync once can ask that daemon instead.
+var ErrLocked = store.ErrLocked
+
 // Daemon is a running danyue daemon.
 type Daemon struct {
 	cfg      Config

@@ -9,7 +9,6 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/peer"
-	"github.com/danyue/danyue/store"
 )
 
 // SyncOnce is what a device that cannot stay up runs: a phone's background
@@ -17,10 +16,6 @@ import (
 // wakes for a minute. The daemon is started as usual; SyncOnce waits until
 // this device has caught up with every peer it could reach, both ways, and
 // reports what moved.
-
-// ErrLocked is returned by Start when another daemon has the data dir open;
-// a caller that only wanted to sync once can ask that daemon instead.
-var ErrLocked = store.ErrLocked
 
 // SyncReport says what one SyncOnce did.
 type SyncReport struct {
