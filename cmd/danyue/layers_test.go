@@ -31,7 +31,7 @@ func TestLayers(t *testing.T) {
 		"peer":                     {"crdt"},
 		"daemon/api":               nil,
 		"daemon/client":            {"daemon/api"},
-		"daemon/kosync":            {"crdt"},
+		"daemon/kosync":            {"crdt", "internal/connlimit"},
 		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
 		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt"},

@@ -2,8 +2,6 @@ package kosync
 
 import (
 	"container/list"
-	"net"
-	"net/netip"
 	"sync"
 	"time"
 )
@@ -139,24 +137,4 @@ func (g *gate) admit(now time.Time, addr, user string) time.Duration {
 	g.accounts.charge(now, user)
 	g.addrs.charge(now, addr)
 	return 0
-}
-
-// addrKey returns what the per-address limit counts a remote address
-// ("host:port") as: the host, or for a global IPv6 address its /64, which
-// one machine can fill with addresses of its own.
-func addrKey(remote string) string {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap().WithZone("")
-	if ip.Is6() && !ip.IsLinkLocalUnicast() && !ip.IsLoopback() {
-		p, _ := ip.Prefix(64)
-		return p.String()
-	}
-	return ip.String()
 }

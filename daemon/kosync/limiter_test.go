@@ -147,19 +147,3 @@ func TestGateAccountsAndAddresses(t *testing.T) {
 		t.Error("a refused guess charged its address")
 	}
 }
-
-func TestAddrKey(t *testing.T) {
-	for _, tc := range []struct{ remote, want string }{
-		{"192.168.1.7:51000", "192.168.1.7"},
-		{"[::ffff:192.168.1.7]:51000", "192.168.1.7"},
-		{"[2001:db8:1:2:aaaa::1]:443", "2001:db8:1:2::/64"},
-		{"[2001:db8:1:2:bbbb::9]:443", "2001:db8:1:2::/64"},
-		{"[fe80::1%eth0]:7200", "fe80::1"},
-		{"[::1]:7200", "::1"},
-		{"not an address", "not an address"},
-	} {
-		if got := addrKey(tc.remote); got != tc.want {
-			t.Errorf("addrKey(%q) = %q, want %q", tc.remote, got, tc.want)
-		}
-	}
-}

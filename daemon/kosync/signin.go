@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/danyue/danyue/internal/connlimit"
 )
 
 // Signing in, on every request that carries x-auth-user and x-auth-key:
@@ -101,7 +103,7 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 	}
 	host := remoteHost(r.RemoteAddr)
 	now := s.now()
-	if wait := s.gate.admit(now, addrKey(r.RemoteAddr), user); wait > 0 {
+	if wait := s.gate.admit(now, connlimit.MachineKey(r.RemoteAddr), user); wait > 0 {
 		s.fails.note(now, host, user, false)
 		// The answer a wrong key gets (KOReader shows it as a failed
 		// login, as it does the reference server's), with Retry-After:

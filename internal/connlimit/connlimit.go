@@ -21,6 +21,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,7 +119,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 func (l *Listener) admit(nc net.Conn) (_ *Conn, full bool) {
 	c := &Conn{Conn: nc, l: l, stall: l.lim.WriteStall}
 	if l.lim.PerAddr > 0 {
-		c.addr = addrKey(nc.RemoteAddr())
+		c.addr = MachineKey(nc.RemoteAddr().String())
 	}
 	var victims []*Conn
 	l.mu.Lock()
@@ -296,16 +297,26 @@ func (c *Conn) Close() error {
 	return c.Conn.Close()
 }
 
-// addrKey groups remote addresses by machine: an IPv4 address, an IPv6 /64.
-func addrKey(a net.Addr) string {
-	ta, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.String()
+// MachineKey is what counts as one remote machine for a per-address limit,
+// given its address as "host:port": the host, or for a global IPv6 address
+// its /64, which one machine can fill with addresses of its own. Link-local
+// and loopback IPv6 addresses stay whole: every device of a LAN has one in
+// fe80::/64.
+func MachineKey(hostport string) string {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
 	}
-	if ip4 := ta.IP.To4(); ip4 != nil {
-		return ip4.String()
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
 	}
-	return ta.IP.Mask(net.CIDRMask(64, 128)).String()
+	ip = ip.Unmap().WithZone("")
+	if ip.Is6() && !ip.IsLinkLocalUnicast() && !ip.IsLoopback() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
 }
 
 // list is an intrusive doubly linked list of connections, oldest first.

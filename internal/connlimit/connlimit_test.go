@@ -156,3 +156,19 @@ func TestBusyConnectionsAreNotEvicted(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 refused, none evicted", s)
 	}
 }
+
+func TestMachineKey(t *testing.T) {
+	for _, tc := range []struct{ remote, want string }{
+		{"192.168.1.7:51000", "192.168.1.7"},
+		{"[::ffff:192.168.1.7]:51000", "192.168.1.7"},
+		{"[2001:db8:1:2:aaaa::1]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:bbbb::9]:443", "2001:db8:1:2::/64"},
+		{"[fe80::1%eth0]:7200", "fe80::1"},
+		{"[::1]:7200", "::1"},
+		{"not an address", "not an address"},
+	} {
+		if got := MachineKey(tc.remote); got != tc.want {
+			t.Errorf("MachineKey(%q) = %q, want %q", tc.remote, got, tc.want)
+		}
+	}
+}
