@@ -13,11 +13,6 @@ import (
 	"sync"
 )
 
-// connInProcess is a request made by the process that started the daemon.
-// It is kept apart from the listeners' kinds in listen.go so those can grow
-// without renumbering it.
-const connInProcess connKind = 1 << 8
-
 // ErrClosed is returned for requests made after Close.
 var ErrClosed = errors.New("the daemon is closed")
 

@@ -24,6 +24,9 @@ const (
 	// on Windows.
 	connUnix connKind = iota + 1
 	connTCP
+	// connInProcess is a request made by the process that started the
+	// daemon, through InProcess: no listener at all.
+	connInProcess
 )
 
 type connInfoKey struct{}
