@@ -35,11 +35,9 @@ type PeerInfo struct {
 	RemoteLast uint64
 	CaughtUp   bool
 	// Delivery to this peer, known if Acknowledges (it speaks sync protocol
-	// 2): Acked is our sequence number it has merged up to, as it last
-	// acknowledged, and Delivered says that its pull from us runs on the
-	// current connection and has merged our last change.
+	// 2): Delivered says that its pull from us runs on the current
+	// connection and has acknowledged merging our last change.
 	Acknowledges bool
-	Acked        uint64
 	Delivered    bool
 	// Records received from and sent to it since the node started.
 	RecordsIn, RecordsOut uint64

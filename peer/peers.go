@@ -199,7 +199,6 @@ func (n *Node) info(st *peerState) PeerInfo {
 		RemoteLast:   st.remoteLast,
 		CaughtUp:     st.announced && st.merged >= st.remoteLast,
 		Acknowledges: st.version >= 2,
-		Acked:        st.acked,
 		RecordsIn:    st.recordsIn,
 		RecordsOut:   st.recordsOut,
 		LastError:    st.lastErr,
