@@ -78,8 +78,8 @@ type Node struct {
 
 	mu    sync.Mutex
 	peers map[lpeer.ID]*peerState
-	// progress is closed, and replaced, whenever sync progress changes
-	// (see SyncState).
+	// progress, once SyncState made it, is closed at the next change of
+	// sync progress (progressedLocked).
 	progress chan struct{}
 	// discovered: mDNS has finished its first query round (or is off).
 	discovered bool
@@ -124,16 +124,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("new node: subscribe to connection events: %w", err)
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		now:      cfg.Now,
-		host:     h,
-		self:     DeviceIDOf(h.ID()),
-		store:    cfg.Store,
-		sub:      sub,
-		events:   newEventQueue(cfg.OnEvent),
-		peers:    make(map[lpeer.ID]*peerState),
-		progress: make(chan struct{}),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		host:   h,
+		self:   DeviceIDOf(h.ID()),
+		store:  cfg.Store,
+		sub:    sub,
+		events: newEventQueue(cfg.OnEvent),
+		peers:  make(map[lpeer.ID]*peerState),
 		// Without mDNS there is no first round to wait for.
 		discovered: !cfg.MDNS,
 		eventsEnd:  make(chan struct{}),

@@ -27,13 +27,20 @@ func (n *Node) SyncState() (SyncState, <-chan struct{}) {
 		}
 		state.Peers = append(state.Peers, n.info(st))
 	}
+	if n.progress == nil {
+		n.progress = make(chan struct{})
+	}
 	return state, n.progress
 }
 
-// progressedLocked wakes the callers waiting on SyncState. n.mu must be held.
+// progressedLocked wakes the callers waiting on SyncState. The channel is
+// made only when someone asks, so that a daemon nobody waits on allocates
+// nothing per batch. n.mu must be held.
 func (n *Node) progressedLocked() {
-	close(n.progress)
-	n.progress = make(chan struct{})
+	if n.progress != nil {
+		close(n.progress)
+		n.progress = nil
+	}
 }
 
 // firstDiscoveryDone records that mDNS has finished its first query round.
