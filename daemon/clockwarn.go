@@ -65,19 +65,13 @@ func (d *Daemon) clockWarnings() []api.ClockWarning {
 			Device:  dev.String(),
 			Name:    name,
 			AheadMs: int64(w.aheadMs), // at most crdt.MaxWall
-			Stamp:   stampTime(w.stamp),
+			Stamp:   rfc3339(w.stamp.Wall),
 			Via:     w.via.String(),
-			Warning: fmt.Sprintf("%s's clock is wrong: it wrote a change stamped %s, %s ahead of this device's clock", who, stampTime(w.stamp), aheadText(w.aheadMs)),
+			Warning: fmt.Sprintf("%s's clock is wrong: it wrote a change stamped %s, %s ahead of this device's clock", who, rfc3339(w.stamp.Wall), aheadText(w.aheadMs)),
 		})
 	}
 	slices.SortFunc(out, func(a, b api.ClockWarning) int { return cmp.Compare(a.Device, b.Device) })
 	return out
-}
-
-// stampTime renders a stamp's wall time as RFC 3339 in UTC, milliseconds
-// included. Every valid stamp (crdt.MaxWall) fits.
-func stampTime(ts crdt.Timestamp) string {
-	return time.UnixMilli(int64(min(ts.Wall, crdt.MaxWall))).UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // aheadText renders an amount of milliseconds for a person: a duration up to

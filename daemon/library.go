@@ -272,7 +272,7 @@ func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, s
 	for _, w := range warns {
 		d.log.Warn("received a write stamped ahead of this device's clock; the writer's clock is wrong",
 			"writer", w.stamp.Device, "writer_name", w.name, "ahead", aheadText(w.aheadMs), "ahead_ms", w.aheadMs,
-			"stamp", stampTime(w.stamp), "via", w.via)
+			"stamp", rfc3339(w.stamp.Wall), "via", w.via)
 	}
 	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: &store.Cursor{Device: from, Epoch: epoch, Seq: seq}})
 	if err != nil {
