@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // Issue 8: two daemons of one library. An account created on A
@@ -18,7 +20,7 @@ func TestKosyncTwoDaemons(t *testing.T) {
 	if _, err := a.client.KosyncAddUser(ctx, "alice", aliceKey); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "B to authenticate the account created on A", 10*time.Second, func() bool {
+	poll.Until(t, "B to authenticate the account created on A", 10*time.Second, func() bool {
 		status, _ := koreaderReq(t, b, "GET", "/users/auth", "alice", aliceKey, "")
 		return status == http.StatusOK
 	})
@@ -29,7 +31,7 @@ func TestKosyncTwoDaemons(t *testing.T) {
 	const xp = "/body/DocFragment[20]/body/p[22]/text().17"
 	put := pushProgress(t, a, "alice", aliceKey, kobo, xp, 0.3242)
 	var got map[string]any
-	waitFor(t, "B to serve the position pushed to A", 10*time.Second, func() bool {
+	poll.Until(t, "B to serve the position pushed to A", 10*time.Second, func() bool {
 		got = pullProgress(t, b, "alice", aliceKey, kobo)
 		return got["progress"] == xp
 	})
@@ -39,7 +41,7 @@ func TestKosyncTwoDaemons(t *testing.T) {
 
 	// And back: a push to B reaches A.
 	pushProgress(t, b, "alice", aliceKey, kobo, "/body/DocFragment[21]/body/p[1]/text().0", 0)
-	waitFor(t, "A to serve the position pushed to B", 10*time.Second, func() bool {
+	poll.Until(t, "A to serve the position pushed to B", 10*time.Second, func() bool {
 		got = pullProgress(t, a, "alice", aliceKey, kobo)
 		return got["progress"] == "/body/DocFragment[21]/body/p[1]/text().0" && got["percentage"] == 0.0
 	})
@@ -68,10 +70,10 @@ func TestKosyncStaleWriteAfterPartition(t *testing.T) {
 
 	joinLibrary(t, a, b)
 	// Once A has B's other document, it has had all of B's records.
-	waitFor(t, "A to receive B's records", 10*time.Second, func() bool {
+	poll.Until(t, "A to receive B's records", 10*time.Second, func() bool {
 		return pullProgress(t, a, "alice", aliceKey, "only-on-b")["progress"] == "page 3"
 	})
-	waitFor(t, "B to take A's newer position", 10*time.Second, func() bool {
+	poll.Until(t, "B to take A's newer position", 10*time.Second, func() bool {
 		return pullProgress(t, b, "alice", aliceKey, kobo)["progress"] == "page 90"
 	})
 	if got := pullProgress(t, a, "alice", aliceKey, kobo)["progress"]; got != "page 90" {
@@ -91,7 +93,7 @@ func joinLibrary(t *testing.T, a, b *testDaemon) {
 	ctx := ctxT(t)
 	code := mustDo(a.client.Invite(ctx))(t)
 	mustDo(b.client.Join(ctx, code))(t)
-	waitFor(t, "the daemons to connect", 15*time.Second, func() bool {
+	poll.Until(t, "the daemons to connect", 15*time.Second, func() bool {
 		peers, err := a.client.Peers(ctx)
 		return err == nil && len(peers) == 1 && peers[0].Connected
 	})

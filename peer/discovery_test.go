@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/poll"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -151,7 +152,7 @@ func testMDNS(t *testing.T, ifaces []net.Interface, listen []ma.Multiaddr) {
 	c.start(t, newLib(t), nil, opts)
 	start := time.Now()
 	b.start(t, lib, nil, opts)
-	waitFor(t, 5*time.Second, "A and B to find each other", func() bool {
+	poll.Until(t, "A and B to find each other", 5*time.Second, func() bool {
 		return connectedTo(a.node, b.id) && connectedTo(b.node, a.id)
 	})
 	elapsed := time.Since(start)

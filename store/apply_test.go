@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 func TestApplyRoundTrip(t *testing.T) {
@@ -234,7 +235,7 @@ func TestDedupExpires(t *testing.T) {
 	s := open(t, t.TempDir(), Options{DedupTTL: time.Second})
 	b := Batch{Build: addReadTime(key(1), 1), Dedup: "k"}
 	apply(t, s, b)
-	waitFor(t, "the dedup key to expire", 5*time.Second, func() bool {
+	poll.Until(t, "the dedup key to expire", 5*time.Second, func() bool {
 		_, err := s.Apply(context.Background(), b)
 		return err == nil
 	})

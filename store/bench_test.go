@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // Fixtures: populated stores shared by the benchmarks and measurements of
@@ -81,7 +82,7 @@ func populate(tb testing.TB, dir string, n int) {
 }
 
 func waitCompacted(tb testing.TB, s *Store) {
-	waitFor(tb, "compaction", time.Minute, func() bool {
+	poll.Until(tb, "compaction", time.Minute, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.compacting

@@ -17,6 +17,13 @@ import (
 )
 
 // Store is a device's durable library state. It is safe for concurrent use.
+//
+// Lock order. The six mutexes below guard separate concerns and are held
+// briefly; only one nesting exists: smu (the syncer) may take qmu (to read
+// failed) and then stateMu (publish). Nothing takes smu while holding
+// another, and mu, secMu and walMu are never held while taking any other
+// lock (Close, compact and updateSecrets release qmu before taking mu or
+// secMu). Keep it so: a new nesting must be added here, in this order.
 type Store struct {
 	dir   string // the data directory, absolute
 	dbDir string // badger's directory inside it

@@ -42,6 +42,7 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/kosyncattack": nil,
 		"internal/procstat":        nil,
 		"internal/connlimit":       nil,
+		"internal/poll":            nil,
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0
