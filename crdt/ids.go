@@ -31,6 +31,21 @@ func (d DeviceID) String() string {
 	return string(b[:])
 }
 
+// MarshalText gives the hex form, so that JSON (logs included) shows the id
+// as the CLI and the API do, and as a string: a decimal over 2^53 would
+// lose digits in JavaScript.
+func (d DeviceID) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses the form MarshalText makes.
+func (d *DeviceID) UnmarshalText(b []byte) error {
+	v, err := ParseDeviceID(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
 // ParseDeviceID parses the 16-hex-digit form made by DeviceID.String.
 func ParseDeviceID(s string) (DeviceID, error) {
 	if len(s) != 16 {
