@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/kosync"
 	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
@@ -36,7 +37,11 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	node := d.node
 	d.mu.Unlock()
 	st.Counts.LocalChanges = d.store.LastSeq()
-	st.Kosync = d.KosyncAddr()
+	st.HTTP, st.Kosync = d.HTTPAddr(), d.KosyncAddr()
+	if st.Kosync != "" {
+		prefix, _ := kosync.CleanPrefix(d.cfg.KosyncPrefix)
+		st.KosyncURLs = reachableURLs(st.Kosync, prefix)
+	}
 	st.ClockWarnings = d.clockWarnings()
 	if node != nil {
 		ns := node.Stats()

@@ -107,6 +107,8 @@ type Daemon struct {
 	kosyncAddr string
 	// limits are the listeners' limits.
 	limits limits
+	// early holds the TCP listeners Start bound before anything else.
+	early early
 }
 
 // Start opens the data dir and starts the API and the peer network. On
@@ -128,6 +130,16 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 			cfg.Name = "danyue"
 		}
 	}
+	lns, err := bindEarly(cfg)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			lns.close()
+		}
+	}()
 	if err := ensurePrivateDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -137,6 +149,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{
 		cfg:        cfg,
+		early:      lns,
 		log:        cfg.Logger,
 		store:      st,
 		hub:        newHub(),
@@ -163,6 +176,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
+	started = true
 	d.log.Info("daemon started", "data", cfg.DataDir, "device", d.self, "name", cfg.Name, "socket", cfg.Socket, "peer_id", d.nodeID())
 	return d, nil
 }

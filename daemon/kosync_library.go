@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -33,14 +32,11 @@ func (d *Daemon) serveKosync() error {
 	if err != nil {
 		return fmt.Errorf("--kosync-prefix: %w", err)
 	}
-	ln, err := net.Listen("tcp", d.cfg.Kosync)
-	if err != nil {
-		return fmt.Errorf("kosync listener: %w", err)
-	}
+	ln := d.early.kosync
 	d.kosyncAddr = ln.Addr().String()
 	d.serveLimited("kosync", ln, kosync.NewServer(h, log), d.limits.kosync, nil)
 	prefix, _ := kosync.CleanPrefix(d.cfg.KosyncPrefix)
-	log.Info("serving KOReader progress sync", "addr", d.kosyncAddr, "prefix", prefix, "registration", d.cfg.KosyncRegistration)
+	log.Info("serving KOReader progress sync", "addr", d.kosyncAddr, "urls", reachableURLs(d.kosyncAddr, prefix), "registration", d.cfg.KosyncRegistration)
 	if d.cfg.KosyncRegistration {
 		log.Warn("kosync registration is open: anyone who reaches the listener can create an account in this library")
 	}

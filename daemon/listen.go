@@ -57,13 +57,13 @@ func (d *Daemon) serveAPI() error {
 		}
 		d.serveLimited("api", localLn, apiServer(handler), lim.local, localCaller)
 	}
-	if d.cfg.HTTP != "" {
-		tcpLn, err := listenTCP(d.cfg.HTTP, d.cfg.HTTPAllowRemote)
-		if err != nil {
-			return err
-		}
+	if tcpLn := d.early.http; tcpLn != nil {
 		d.httpAddr = tcpLn.Addr().String()
 		d.serveLimited("api", tcpLn, apiServer(handler), lim.tcp, func(net.Conn) connInfo { return connInfo{kind: connTCP, uid: -1} })
+		d.log.Info("serving the API on TCP", "addr", d.httpAddr, "token_file", filepath.Join(d.cfg.DataDir, "api-token"))
+		if !isLoopbackAddr(d.httpAddr) {
+			d.log.Warn("the API is reachable from the network (--http-allow-remote): the bearer token is its only protection; keep it secret", "addr", d.httpAddr)
+		}
 	}
 	return nil
 }

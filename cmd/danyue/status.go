@@ -42,8 +42,11 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(tw, "Library\t%s\n", st.Library.ID)
 	fmt.Fprintf(tw, "Books\t%d on the shelf, %d deleted\n", st.Counts.Books, st.Counts.Deleted)
 	fmt.Fprintf(tw, "Peers\t%d connected of %d known\n", st.Counts.PeersConnected, st.Counts.PeersKnown)
-	if st.Kosync != "" {
-		fmt.Fprintf(tw, "KOReader sync\thttp://%s\n", st.Kosync)
+	if st.HTTP != "" {
+		fmt.Fprintf(tw, "API (TCP)\thttp://%s\n", st.HTTP)
+	}
+	if len(st.KosyncURLs) > 0 {
+		fmt.Fprintf(tw, "KOReader sync\t%s\n", strings.Join(st.KosyncURLs, "\n\t"))
 	}
 	if len(st.Addresses) > 0 {
 		fmt.Fprintf(tw, "Listening\t%s\n", strings.Join(st.Addresses, "\n\t"))

@@ -87,9 +87,14 @@ type Status struct {
 	Counts    Counts   `json:"counts"`
 	Addresses []string `json:"addresses"`
 	Traffic   Traffic  `json:"traffic"`
-	// Kosync is the address KOReader devices sync with, if this daemon
-	// serves kosync.
+	// HTTP is the address of the API's TCP listener (--http), if any.
+	HTTP string `json:"http,omitempty"`
+	// Kosync is the address of the kosync listener, if this daemon serves
+	// kosync, as bound ("[::]:7200" for every address).
 	Kosync string `json:"kosync,omitempty"`
+	// KosyncURLs are the URLs to give KOReader: one per address of this
+	// machine when Kosync listens on every address, LAN addresses first.
+	KosyncURLs []string `json:"kosyncUrls,omitempty"`
 	// ClockWarnings lists the devices whose writes arrived stamped more
 	// than a minute ahead of this device's clock since the daemon started:
 	// the writers, whichever peer relayed the writes. Never null.
