@@ -103,6 +103,24 @@ func SetKosyncUser(at Timestamp, name, auth string) (Entry, error) {
 	return KosyncUserEntry(u), nil
 }
 
+// KosyncRemoved is the key hash of a removed account: no key matches it. A
+// removal is a value, not an empty register, so that a device of an older
+// version takes the record as an ordinary change of key (which no client
+// can log in with) instead of refusing it.
+const KosyncRemoved = "removed"
+
+// RemoveKosyncUser records, as of at, that the account name is gone. Like
+// every write to the register, a later SetKosyncUser (the account made
+// again) wins over it, and it wins over every earlier one, wherever they
+// arrive from.
+func RemoveKosyncUser(at Timestamp, name string) (Entry, error) {
+	return SetKosyncUser(at, name, KosyncRemoved)
+}
+
+// Exists reports whether the account is there: written, and not removed
+// since.
+func (u *KosyncUser) Exists() bool { return !u.Auth.At.IsZero() && u.Auth.Value != KosyncRemoved }
+
 // SetKosyncProgress records p (its At is ignored) as the place of p.User in
 // p.Document as of at.
 func SetKosyncProgress(at Timestamp, p KosyncProgress) (Entry, error) {

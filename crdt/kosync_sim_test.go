@@ -18,7 +18,7 @@ var (
 	simKosyncPercents  = []float64{0, 0.3242, 0.5, 1, math.SmallestNonzeroFloat64}
 	simKosyncReaders   = []string{"Kobo Libra 2", "文石 Leaf", ""}
 	simKosyncReaderIDs = []string{"8b2fd53c1f5e4a3e9a4f7c11d2e0b6a1", "x"}
-	simKosyncAuths     = []string{"v1:00112233:aa", "v1:44556677:bb"}
+	simKosyncAuths     = []string{"v1:00112233:aa", "v1:44556677:bb", crdt.KosyncRemoved}
 )
 
 // drawKosync draws a random kosync write into op, for the oracle and for

@@ -240,3 +240,34 @@ func TestKosyncIDs(t *testing.T) {
 		t.Errorf("id of ab/c = %q, want %q", got, want)
 	}
 }
+
+// A removed account stays removed against every earlier write, in any
+// order of arrival, and comes back only by a later one.
+func TestKosyncUserRemoval(t *testing.T) {
+	at := func(ms uint64) crdt.Timestamp { return crdt.Timestamp{Wall: 1767225600000 + ms, Device: 7} }
+	add1, _ := crdt.SetKosyncUser(at(1000), "alice", "v1:aa")
+	del2, _ := crdt.RemoveKosyncUser(at(2000), "alice")
+	add3, _ := crdt.SetKosyncUser(at(3000), "alice", "v1:bb")
+	for _, tc := range []struct {
+		name   string
+		writes []crdt.Entry
+		exists bool
+	}{
+		{"added", []crdt.Entry{add1}, true},
+		{"removed", []crdt.Entry{add1, del2}, false},
+		{"removal arrives first", []crdt.Entry{del2, add1}, false},
+		{"made again", []crdt.Entry{add1, del2, add3}, true},
+		{"made again, out of order", []crdt.Entry{add3, add1, del2}, true},
+	} {
+		u := crdt.KosyncUser{Name: "alice"}
+		for _, w := range tc.writes {
+			u.Merge(&w.KosyncUser)
+		}
+		if u.Exists() != tc.exists {
+			t.Errorf("%s: exists %v, want %v (%+v)", tc.name, u.Exists(), tc.exists, u)
+		}
+	}
+	if (&crdt.KosyncUser{Name: "alice"}).Exists() {
+		t.Error("a never-written account exists")
+	}
+}

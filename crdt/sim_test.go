@@ -151,7 +151,11 @@ func (s *simulation) localOp(t *rapid.T) {
 	case opRename:
 		e, err = crdt.RenameDevice(op.at, op.text)
 	case opKosyncUser:
-		e, err = crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+		if op.text == crdt.KosyncRemoved {
+			e, err = crdt.RemoveKosyncUser(op.at, op.kosync.User)
+		} else {
+			e, err = crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+		}
 	case opKosyncProgress:
 		e, err = crdt.SetKosyncProgress(op.at, op.kosync)
 	}

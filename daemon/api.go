@@ -46,6 +46,8 @@ func (d *Daemon) routeTable() []route {
 		{"POST", "/v1/invite", permAdmin, d.handleInvite},
 		{"POST", "/v1/join", permAdmin, d.handleJoin},
 		{"POST", "/v1/kosync/users", permAdmin, d.handleKosyncAddUser},
+		{"PUT", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncPasswd},
+		{"DELETE", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncDelUser},
 		{"GET", "/v1/kosync/progress", permRead, d.handleKosyncProgress},
 		{"GET", "/v1/openapi.json", permRead, handleOpenAPI},
 	}

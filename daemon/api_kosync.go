@@ -52,6 +52,64 @@ func (d *Daemon) handleKosyncAddUser(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// handleKosyncPasswd gives an existing account a new key. Every daemon of
+// the library takes it as it syncs; KOReader devices logged in with the old
+// password are refused from then on.
+func (d *Daemon) handleKosyncPasswd(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	var req api.KosyncPasswdRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Key == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key is required")
+	}
+	if !isLowerHexMD5(*req.Key) {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key must be the lowercase hex MD5 of the password (32 digits), as KOReader sends it")
+	}
+	hash, err := kosync.HashKey(*req.Key)
+	if err != nil {
+		return err
+	}
+	e, err := crdt.SetKosyncUser(d.stamp(), name, hash)
+	if err != nil {
+		return kosyncUserError(name, err)
+	}
+	if err := d.changeKosyncUser(r.Context(), e); err != nil {
+		return kosyncUserError(name, err)
+	}
+	d.log.Info("kosync account key changed", "user", name)
+	writeJSON(w, http.StatusOK, api.KosyncUser{Name: name})
+	return nil
+}
+
+// handleKosyncDelUser removes an account from the library. Its progress
+// records stay (they are the library's history) but no key opens them.
+func (d *Daemon) handleKosyncDelUser(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	e, err := crdt.RemoveKosyncUser(d.stamp(), name)
+	if err != nil {
+		return kosyncUserError(name, err)
+	}
+	if err := d.changeKosyncUser(r.Context(), e); err != nil {
+		return kosyncUserError(name, err)
+	}
+	d.log.Info("kosync account removed", "user", name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// kosyncUserError maps the errors of an account change to API errors.
+func kosyncUserError(name string, err error) error {
+	switch {
+	case errors.Is(err, kosync.ErrNoUser):
+		return errorf(http.StatusNotFound, api.CodeNotFound, "this library has no KOReader account %q", name)
+	case errors.Is(err, crdt.ErrInvalid):
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	return err
+}
+
 func isLowerHexMD5(s string) bool {
 	if len(s) != 32 {
 		return false

@@ -20,6 +20,10 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	var documented, served []string
 	for path, ops := range doc.Paths {
 		for method := range ops {
+			switch method {
+			case "parameters", "summary", "description", "servers": // shared by the path's operations
+				continue
+			}
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 		}
 	}

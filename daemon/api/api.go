@@ -197,6 +197,12 @@ type KosyncUserRequest struct {
 	Key  *string `json:"key"`
 }
 
+// KosyncPasswdRequest is the body of PUT /v1/kosync/users/{name}: the
+// account's new key, what KOReader sends for the new password.
+type KosyncPasswdRequest struct {
+	Key *string `json:"key"`
+}
+
 // KosyncUser is the answer of POST /v1/kosync/users.
 type KosyncUser struct {
 	Name string `json:"name"`

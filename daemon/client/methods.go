@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/danyue/danyue/daemon/api"
@@ -81,6 +82,17 @@ func (c *Client) Invite(ctx context.Context) (string, error) {
 func (c *Client) KosyncAddUser(ctx context.Context, name, key string) (api.KosyncUser, error) {
 	var u api.KosyncUser
 	return u, c.Do(ctx, "POST", "/v1/kosync/users", nil, api.KosyncUserRequest{Name: &name, Key: &key}, &u)
+}
+
+// KosyncPasswd gives the KOReader account name a new key (the lowercase hex
+// MD5 of the new password, as KOReader sends it).
+func (c *Client) KosyncPasswd(ctx context.Context, name, key string) error {
+	return c.Do(ctx, "PUT", "/v1/kosync/users/"+url.PathEscape(name), nil, api.KosyncPasswdRequest{Key: &key}, nil)
+}
+
+// KosyncDelUser removes the KOReader account name from the library.
+func (c *Client) KosyncDelUser(ctx context.Context, name string) error {
+	return c.Do(ctx, "DELETE", "/v1/kosync/users/"+url.PathEscape(name), nil, nil, nil)
 }
 
 // KosyncProgress returns every KOReader account's place in every document.
