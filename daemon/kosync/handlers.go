@@ -29,8 +29,16 @@ type requestError struct {
 
 func (e *requestError) Error() string { return e.message }
 
+// invalid refuses a field, with the reference server's status for it: 403
+// and the code says which (2003 a field, 2004 the document).
 func invalid(code int, format string, args ...any) *requestError {
-	return &requestError{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+	return &requestError{status: http.StatusForbidden, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// malformed refuses a body that is not one JSON object at all, before any
+// field could be looked at.
+func malformed(format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, code: codeInvalid, message: fmt.Sprintf(format, args...)}
 }
 
 var errUnauthorized = &requestError{status: http.StatusUnauthorized, code: codeUnauthorized, message: "Unauthorized"}
@@ -56,7 +64,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, re.status, re.code, re.message)
 	case errors.Is(err, crdt.ErrInvalid):
 		// The library refused a value the checks here let through.
-		writeError(w, http.StatusBadRequest, codeInvalid, strings.TrimPrefix(err.Error(), "invalid: "))
+		writeError(w, http.StatusForbidden, codeInvalid, strings.TrimPrefix(err.Error(), "invalid: "))
 	default:
 		h.log.Error("kosync request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal, "Unknown server error.")
@@ -76,7 +84,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		case io.EOF:
 			return nil
 		case nil:
-			return invalid(codeInvalid, "Invalid request: the body must hold exactly one JSON object")
+			return malformed("Invalid request: the body must hold exactly one JSON object")
 		}
 	}
 	var mbe *http.MaxBytesError
@@ -87,7 +95,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case errors.As(err, &typ) && typ.Field != "":
 		return invalid(codeInvalid, "Invalid request: %s must not be a JSON %s", typ.Field, typ.Value)
 	}
-	return invalid(codeInvalid, "Invalid request: the body is not a JSON object: %v", err)
+	return malformed("Invalid request: the body is not a JSON object: %v", err)
 }
 
 type createRequest struct {
@@ -176,8 +184,12 @@ func (q *putRequest) progress() (Progress, error) {
 	switch {
 	case q.Document == nil:
 		return Progress{}, invalid(codeDocument, "Field 'document' not provided.")
-	case q.Progress == nil || q.Percentage == nil || q.Device == nil || q.DeviceID == nil:
-		return Progress{}, invalid(codeInvalid, "Invalid request: progress, percentage, device and device_id are required")
+	case q.Progress == nil || q.Percentage == nil || q.Device == nil:
+		return Progress{}, invalid(codeInvalid, "Invalid request: progress, percentage and device are required")
+	}
+	deviceID := "" // optional, as on the reference server
+	if q.DeviceID != nil {
+		deviceID = *q.DeviceID
 	}
 	if err := validDocument(*q.Document); err != nil {
 		return Progress{}, err
@@ -188,7 +200,7 @@ func (q *putRequest) progress() (Progress, error) {
 	for _, f := range []struct {
 		name, value string
 		max         int
-	}{{"progress", *q.Progress, crdt.MaxKosyncProgressBytes}, {"device", *q.Device, crdt.MaxKosyncDeviceBytes}, {"device_id", *q.DeviceID, crdt.MaxKosyncDeviceBytes}} {
+	}{{"progress", *q.Progress, crdt.MaxKosyncProgressBytes}, {"device", *q.Device, crdt.MaxKosyncDeviceBytes}, {"device_id", deviceID, crdt.MaxKosyncDeviceBytes}} {
 		if len(f.value) > f.max {
 			return Progress{}, invalid(codeInvalid, "Invalid request: %s is longer than %d bytes", f.name, f.max)
 		}
@@ -197,7 +209,7 @@ func (q *putRequest) progress() (Progress, error) {
 	if pct == 0 {
 		pct = 0 // -0 reads as 0 and is kept as 0: one value, one encoding
 	}
-	return Progress{Document: *q.Document, Progress: *q.Progress, Percentage: pct, Device: *q.Device, DeviceID: *q.DeviceID}, nil
+	return Progress{Document: *q.Document, Progress: *q.Progress, Percentage: pct, Device: *q.Device, DeviceID: deviceID}, nil
 }
 
 // validDocument checks a document id as the record key it becomes.
@@ -245,4 +257,11 @@ type progressBody struct {
 	Device     string  `json:"device"`
 	DeviceID   string  `json:"device_id"`
 	Timestamp  int64   `json:"timestamp"`
+}
+
+// healthcheck answers as the reference server does, for monitors and its
+// healthcheck script: the listener is up. It needs no account.
+func healthcheck(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"state": "OK"})
+	return nil
 }

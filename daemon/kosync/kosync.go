@@ -134,6 +134,7 @@ func New(cfg Config) (http.Handler, error) {
 		{"GET", "/users/auth", h.authUser},
 		{"PUT", "/syncs/progress", h.putProgress},
 		{"GET", "/syncs/progress/{document}", h.getProgress},
+		{"GET", "/healthcheck", healthcheck},
 	}
 	mux := http.NewServeMux()
 	for _, rt := range routes {
