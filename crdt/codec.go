@@ -28,6 +28,7 @@ type wireEntry struct {
 	// The kosync records (codec_kosync.go).
 	KosyncUser     *wireKosyncUser     `cbor:"3,keyasint,omitempty"`
 	KosyncProgress *wireKosyncProgress `cbor:"4,keyasint,omitempty"`
+	KosyncLink     *wireKosyncLink     `cbor:"5,keyasint,omitempty"`
 }
 
 type wireBook struct {
@@ -147,6 +148,8 @@ func (e *Entry) encode() ([]byte, error) {
 		w.KosyncUser = e.KosyncUser.wire()
 	case KindKosyncProgress:
 		w.KosyncProgress = e.KosyncProgress.wire()
+	case KindKosyncLink:
+		w.KosyncLink = e.KosyncLink.wire()
 	}
 	return encMode.Marshal(&w)
 }
@@ -178,7 +181,7 @@ func Decode(data []byte) (Entry, error) {
 	}
 	var e Entry
 	if n := w.records(); n != 1 {
-		return Entry{}, invalidf("record holds %d of book, device, kosync user and kosync progress, not exactly one", n)
+		return Entry{}, invalidf("record holds %d of book, device, kosync user, kosync progress and kosync link, not exactly one", n)
 	}
 	switch {
 	case w.Book != nil:
@@ -193,6 +196,12 @@ func Decode(data []byte) (Entry, error) {
 		e = KosyncUserEntry(w.KosyncUser.domain())
 	case w.KosyncProgress != nil:
 		e = KosyncProgressEntry(w.KosyncProgress.domain())
+	case w.KosyncLink != nil:
+		l, err := w.KosyncLink.domain()
+		if err != nil {
+			return Entry{}, err
+		}
+		e = KosyncLinkEntry(l)
 	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, err
