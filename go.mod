@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/Microsoft/go-winio v0.6.4
+	github.com/bwesterb/go-ristretto v1.2.4
+	github.com/cloudflare/circl v1.6.5
 	github.com/dgraph-io/badger/v4 v4.9.6
 	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/hashicorp/mdns v1.0.7
