@@ -54,12 +54,7 @@ const (
 // session (for example both peers' ids and a nonce); ad is this side's
 // associated data, at most 256 bytes, sent in the clear and authenticated.
 func Initiate(ctx context.Context, c Conn, code Code, sid, ad []byte) (*Result, error) {
-	s, err := newSession(ctx, c, code, sid, ad)
-	if err != nil {
-		return nil, err
-	}
-	defer s.close()
-	return s.initiate()
+	return run(ctx, c, code, sid, ad, (*session).initiate)
 }
 
 // Respond runs the responder's side of a pairing session over c; see
@@ -67,12 +62,16 @@ func Initiate(ctx context.Context, c Conn, code Code, sid, ad []byte) (*Result, 
 // side's one guess at the code, so the caller must not accept the code
 // again, whatever Respond returns.
 func Respond(ctx context.Context, c Conn, code Code, sid, ad []byte) (*Result, error) {
+	return run(ctx, c, code, sid, ad, (*session).respond)
+}
+
+func run(ctx context.Context, c Conn, code Code, sid, ad []byte, role func(*session) (*Result, error)) (*Result, error) {
 	s, err := newSession(ctx, c, code, sid, ad)
 	if err != nil {
 		return nil, err
 	}
 	defer s.close()
-	return s.respond()
+	return role(s)
 }
 
 type session struct {

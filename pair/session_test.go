@@ -123,6 +123,19 @@ func TestSessionTranscriptBinding(t *testing.T) {
 	}
 }
 
+// respondAsync runs Respond on one end of a pipe and returns the other end
+// for the test to play the initiator, and Respond's error when it is done.
+func respondAsync(t *testing.T, ctx context.Context, code Code) (net.Conn, <-chan error) {
+	ca, cb := net.Pipe()
+	t.Cleanup(func() { ca.Close(); cb.Close() })
+	done := make(chan error, 1)
+	go func() {
+		_, err := Respond(ctx, cb, code, nil, nil)
+		done <- err
+	}()
+	return ca, done
+}
+
 // TestSessionBadShare sends shares the draft says must abort the run.
 func TestSessionBadShare(t *testing.T) {
 	code := mustCode(t, "7-crossover-clockwork")
@@ -134,14 +147,7 @@ func TestSessionBadShare(t *testing.T) {
 	bad["non-canonical"] = append(bad["non-canonical"], 0x7f)
 	for name, share := range bad {
 		t.Run(name, func(t *testing.T) {
-			ca, cb := net.Pipe()
-			defer ca.Close()
-			defer cb.Close()
-			done := make(chan error, 1)
-			go func() {
-				_, err := Respond(context.Background(), cb, code, nil, nil)
-				done <- err
-			}()
+			ca, done := respondAsync(t, context.Background(), code)
 			if err := writeFrame(ca, frame{typ: frameShare, body: share}); err != nil {
 				t.Fatal(err)
 			}
@@ -169,14 +175,7 @@ func TestSessionProtocolErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ca, cb := net.Pipe()
-			defer ca.Close()
-			defer cb.Close()
-			done := make(chan error, 1)
-			go func() {
-				_, err := Respond(context.Background(), cb, code, nil, nil)
-				done <- err
-			}()
+			ca, done := respondAsync(t, context.Background(), code)
 			if _, err := ca.Write(tc.bytes); err != nil {
 				t.Fatal(err)
 			}
@@ -192,15 +191,8 @@ func TestSessionProtocolErrors(t *testing.T) {
 func TestSessionContext(t *testing.T) {
 	code := mustCode(t, "7-crossover-clockwork")
 	t.Run("cancel", func(t *testing.T) {
-		ca, cb := net.Pipe()
-		defer ca.Close()
-		defer cb.Close()
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			_, err := Respond(ctx, cb, code, nil, nil)
-			done <- err
-		}()
+		ca, done := respondAsync(t, ctx, code)
 		// Once the responder has taken half a header it is blocked in a
 		// read; the cancel must end that read.
 		if _, err := ca.Write([]byte{version, frameShare}); err != nil {
