@@ -20,7 +20,7 @@
 // Tb and Ta are HMAC-SHA-512 tags under a key derived from CPace's ISK, as in
 // the draft's section on key confirmation; a side that sees a wrong tag sends
 // a reject frame and both return [ErrWrongCode]. The responder has tested the
-// one guess the initiator made as soon as it computed its ISK, so a caller
-// must treat a code as spent once [Respond] has returned, whatever it
-// returned.
+// one guess the initiator made as soon as it computed its ISK, so a code is
+// spent once [Respond] has read a share, whatever it returned: an
+// [Invitation] keeps that rule (one session, a few minutes) for the inviter.
 package pair

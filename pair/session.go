@@ -66,10 +66,15 @@ func Respond(ctx context.Context, c Conn, code Code, sid, ad []byte) (*Result, e
 }
 
 func run(ctx context.Context, c Conn, code Code, sid, ad []byte, role func(*session) (*Result, error)) (*Result, error) {
+	return runClaim(ctx, c, code, sid, ad, nil, role)
+}
+
+func runClaim(ctx context.Context, c Conn, code Code, sid, ad []byte, claim func() error, role func(*session) (*Result, error)) (*Result, error) {
 	s, err := newSession(ctx, c, code, sid, ad)
 	if err != nil {
 		return nil, err
 	}
+	s.claim = claim
 	defer s.close()
 	return role(s)
 }
@@ -82,6 +87,9 @@ type session struct {
 	ad   []byte
 	rand io.Reader
 	stop func() bool
+	// claim, if set, is called when the initiator's share has arrived,
+	// before it is tested: an error ends the session unanswered.
+	claim func() error
 }
 
 func newSession(ctx context.Context, c Conn, code Code, sid, ad []byte) (*session, error) {
@@ -200,6 +208,11 @@ func (s *session) respond() (*Result, error) {
 		return nil, fmt.Errorf("%w: share of %d bytes", ErrProtocol, len(f.body))
 	}
 	ya, ada := f.body[:elementSize], f.body[elementSize:]
+	if s.claim != nil {
+		if err := s.claim(); err != nil {
+			return nil, err
+		}
+	}
 	p, err := start(s.prs, []byte(ci), s.sid, s.rand)
 	if err != nil {
 		return nil, err
