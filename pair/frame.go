@@ -24,6 +24,7 @@ const (
 	frameShareConfirm = 2 // responder: Yb || Tb || ADb
 	frameConfirm      = 3 // initiator: Ta
 	frameReject       = 4 // either: the other side's tag was wrong; empty
+	frameRefused      = 5 // responder: its invitation is used or expired; empty
 )
 
 // ErrProtocol reports a frame that is malformed, too long, of another

@@ -46,8 +46,8 @@ func TestInvitation(t *testing.T) {
 		if ei, er := attempt(inv, right, t0.Add(time.Minute)); ei != nil || er != nil {
 			t.Fatalf("first: %v / %v", ei, er)
 		}
-		if _, er := attempt(inv, right, t0.Add(2*time.Minute)); !errors.Is(er, ErrInvitationUsed) {
-			t.Fatalf("second use: %v, want ErrInvitationUsed", er)
+		if ei, er := attempt(inv, right, t0.Add(2*time.Minute)); !errors.Is(er, ErrInvitationUsed) || !errors.Is(ei, ErrRefused) {
+			t.Fatalf("second use: %v / %v, want ErrRefused / ErrInvitationUsed", ei, er)
 		}
 	})
 	t.Run("a wrong guess kills the code", func(t *testing.T) {
@@ -58,14 +58,14 @@ func TestInvitation(t *testing.T) {
 		if !inv.Used() {
 			t.Error("invitation not used after a guess")
 		}
-		if ei, er := attempt(inv, right, t0); !errors.Is(er, ErrInvitationUsed) || ei == nil {
+		if ei, er := attempt(inv, right, t0); !errors.Is(er, ErrInvitationUsed) || !errors.Is(ei, ErrRefused) {
 			t.Fatalf("right code after a wrong guess: %v / %v, want ErrInvitationUsed", ei, er)
 		}
 	})
 	t.Run("expired", func(t *testing.T) {
 		inv := newInv(t)
-		if _, er := attempt(inv, right, t0.Add(DefaultValidity)); !errors.Is(er, ErrInvitationExpired) {
-			t.Fatalf("late: %v, want ErrInvitationExpired", er)
+		if ei, er := attempt(inv, right, t0.Add(DefaultValidity)); !errors.Is(er, ErrInvitationExpired) || !errors.Is(ei, ErrRefused) {
+			t.Fatalf("late: %v / %v, want ErrRefused / ErrInvitationExpired", ei, er)
 		}
 		if inv.Used() {
 			t.Error("an expired attempt used the invitation")

@@ -36,6 +36,10 @@ type Result struct {
 // Both sides of a session return it.
 var ErrWrongCode = errors.New("pair: wrong code")
 
+// ErrRefused reports that the responder did not test the code at all: its
+// invitation was already used or had expired. A new code is needed.
+var ErrRefused = errors.New("pair: invitation used or expired")
+
 // StepTimeout bounds each read and write of a session when ctx has no
 // earlier deadline.
 const StepTimeout = 30 * time.Second
@@ -149,6 +153,8 @@ func (s *session) read(want byte) (frame, error) {
 		return f, nil
 	case frameReject:
 		return frame{}, ErrWrongCode
+	case frameRefused:
+		return frame{}, ErrRefused
 	}
 	return frame{}, fmt.Errorf("%w: frame type %d, want %d", ErrProtocol, f.typ, want)
 }
@@ -210,6 +216,7 @@ func (s *session) respond() (*Result, error) {
 	ya, ada := f.body[:elementSize], f.body[elementSize:]
 	if s.claim != nil {
 		if err := s.claim(); err != nil {
+			_ = s.write(frameRefused, nil) // best effort, as reject
 			return nil, err
 		}
 	}

@@ -249,3 +249,13 @@ func TestSessionADLimit(t *testing.T) {
 		t.Fatal("Initiate accepted associated data over the limit")
 	}
 }
+
+// BenchmarkSession measures one whole pairing, both sides, over a pipe.
+func BenchmarkSession(b *testing.B) {
+	code := mustCode(b, "7-crossover-clockwork")
+	for b.Loop() {
+		if x, y := pairUp(b, context.Background(), code, code, nil, nil); x.err != nil || y.err != nil {
+			b.Fatal(x.err, y.err)
+		}
+	}
+}
