@@ -96,6 +96,9 @@ type session struct {
 	claim func() error
 }
 
+// pastDeadline makes every blocked and future read or write fail at once.
+var pastDeadline = time.Unix(1, 0)
+
 func newSession(ctx context.Context, c Conn, code Code, sid, ad []byte) (*session, error) {
 	if len(ad) > maxAD {
 		return nil, fmt.Errorf("pair: associated data of %d bytes, limit %d", len(ad), maxAD)
@@ -106,7 +109,7 @@ func newSession(ctx context.Context, c Conn, code Code, sid, ad []byte) (*sessio
 	s := &session{ctx: ctx, c: c, prs: []byte(code.String()), sid: sid, ad: ad, rand: rand.Reader}
 	// A read blocked in the stream ends when ctx does: its deadline moves to
 	// the past.
-	s.stop = context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	s.stop = context.AfterFunc(ctx, func() { c.SetDeadline(pastDeadline) })
 	return s, nil
 }
 
@@ -118,15 +121,22 @@ func (s *session) close() {
 	}
 }
 
-// step sets the deadline for the next read or write.
-func (s *session) step() {
+// step sets the deadline for the next read or write. A stream that cannot
+// take a deadline is refused: a silent peer could hold the session for ever.
+func (s *session) step() error {
 	d := time.Now().Add(StepTimeout)
 	if cd, ok := s.ctx.Deadline(); ok && cd.Before(d) {
 		d = cd
 	}
-	if s.ctx.Err() == nil {
-		s.c.SetDeadline(d)
+	if err := s.c.SetDeadline(d); err != nil {
+		return fmt.Errorf("pair: set deadline: %w", err)
 	}
+	// ctx may have ended just before the line above overwrote the past
+	// deadline its AfterFunc set; put it back.
+	if s.ctx.Err() != nil {
+		s.c.SetDeadline(pastDeadline)
+	}
+	return nil
 }
 
 // ioErr prefers ctx's error, which is usually why the stream failed. The
@@ -143,7 +153,9 @@ func (s *session) ioErr(err error) error {
 }
 
 func (s *session) read(want byte) (frame, error) {
-	s.step()
+	if err := s.step(); err != nil {
+		return frame{}, err
+	}
 	f, err := readFrame(s.c)
 	if err != nil {
 		return frame{}, s.ioErr(err)
@@ -160,7 +172,9 @@ func (s *session) read(want byte) (frame, error) {
 }
 
 func (s *session) write(typ byte, body []byte) error {
-	s.step()
+	if err := s.step(); err != nil {
+		return err
+	}
 	if err := writeFrame(s.c, frame{typ: typ, body: body}); err != nil {
 		return s.ioErr(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -257,5 +258,20 @@ func BenchmarkSession(b *testing.B) {
 		if x, y := pairUp(b, context.Background(), code, code, nil, nil); x.err != nil || y.err != nil {
 			b.Fatal(x.err, y.err)
 		}
+	}
+}
+
+// noDeadline is a stream that cannot take deadlines.
+type noDeadline struct{ net.Conn }
+
+func (noDeadline) SetDeadline(time.Time) error { return errors.New("deadlines not supported") }
+
+func TestSessionNeedsDeadlines(t *testing.T) {
+	ca, cb := net.Pipe()
+	defer ca.Close()
+	defer cb.Close()
+	_, err := Initiate(context.Background(), noDeadline{ca}, mustCode(t, "7-crossover-clockwork"), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("Initiate on a stream without deadlines: %v", err)
 	}
 }
