@@ -154,6 +154,17 @@ func (e *Entry) encode() ([]byte, error) {
 	return encMode.Marshal(&w)
 }
 
+// KindOfEncoded returns the kind of an encoded record without decoding it,
+// 0 if b is not a record of this format version. It relies on the
+// canonical encoding Encode makes: a map whose first key is the version
+// and whose second is the record's kind number.
+func KindOfEncoded(b []byte) Kind {
+	if len(b) < 4 || b[0] != 0xa2 || b[1] != 0x00 || b[2] != FormatVersion || b[3] == 0 || b[3] > 0x17 {
+		return 0
+	}
+	return Kind(b[3])
+}
+
 // Decode parses and validates one encoded entry. It allocates no more than
 // the input's size allows (the decoder's limits bound nesting, arrays and
 // maps) and returns no partial record on error. It accepts only the

@@ -113,7 +113,7 @@ func TestVersion1SenderGetsNoAcks(t *testing.T) {
 		after   *wireFrame // what the puller sent after the batch
 	}
 	done := make(chan result, 1)
-	r.SetStreamHandler(protocolIDs[1], func(s network.Stream) {
+	r.SetStreamHandler("/danyue/sync/1", func(s network.Stream) {
 		defer s.Reset()
 		f, err := readRaw(s)
 		if err != nil || f.Hello == nil {
