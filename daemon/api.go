@@ -49,6 +49,7 @@ func (d *Daemon) routeTable() []route {
 		{"PUT", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncPasswd},
 		{"DELETE", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncDelUser},
 		{"GET", "/v1/kosync/progress", permRead, d.handleKosyncProgress},
+		{"PUT", "/v1/kosync/links/{document}", permWrite, d.handleKosyncLink},
 		{"GET", "/v1/openapi.json", permRead, handleOpenAPI},
 	}
 }

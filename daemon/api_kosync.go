@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -138,8 +139,73 @@ func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
+	// The books the documents are, looked up once per document.
+	books := map[string][2]string{}
+	for i := range list {
+		doc := list[i].Document
+		b, ok := books[doc]
+		if !ok {
+			if b, err = d.kosyncBook(r.Context(), doc); err != nil {
+				return err
+			}
+			books[doc] = b
+		}
+		list[i].BookKey, list[i].Title = b[0], b[1]
+	}
 	// Most recent first, like the shelf.
 	slices.SortStableFunc(list, func(a, b api.KosyncProgress) int { return strings.Compare(b.Stamp, a.Stamp) })
 	writeJSON(w, http.StatusOK, api.KosyncProgressList{Progress: list})
 	return nil
+}
+
+// handleKosyncLink records which book a KOReader document is: what keying
+// its file told (danyue key sends it for every file it keys). The link is
+// a record of the library, so every device shows KOReader's progress under
+// the book's title.
+func (d *Daemon) handleKosyncLink(w http.ResponseWriter, r *http.Request) error {
+	doc := r.PathValue("document")
+	var req api.KosyncLinkRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Key == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key is required: the BookKey of the document's text")
+	}
+	key, err := crdt.ParseBookKey(*req.Key)
+	if err != nil {
+		return errorf(http.StatusBadRequest, api.CodeBadKey, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	res, err := d.write(r.Context(), func(at crdt.Timestamp) (crdt.Entry, error) {
+		return crdt.LinkKosyncDocument(at, doc, key, req.Title)
+	})
+	if errors.Is(err, crdt.ErrInvalid) {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	if err != nil {
+		return err
+	}
+	if len(res.Changed) > 0 {
+		d.log.Debug("kosync document linked", "document", doc, "book", key)
+	}
+	writeJSON(w, http.StatusOK, api.KosyncLink{Document: doc, Key: key.String(), Title: req.Title})
+	return nil
+}
+
+// kosyncBook returns the key and title of the book a KOReader document is
+// linked to: the title on the shelf if the book has one, else the link's.
+// Both are empty for a document no device has keyed.
+func (d *Daemon) kosyncBook(ctx context.Context, document string) ([2]string, error) {
+	le := crdt.KosyncLinkEntry(crdt.KosyncLink{Document: document})
+	e, ok, err := d.store.Get(ctx, le.AppendID(nil))
+	if err != nil || !ok || e.KosyncLink.At.IsZero() {
+		return [2]string{}, err
+	}
+	link := e.KosyncLink
+	title := link.Title
+	if b, ok, err := d.store.Get(ctx, bookID(link.Book)); err != nil {
+		return [2]string{}, err
+	} else if ok && b.Book.Title.Value != "" {
+		title = b.Book.Title.Value
+	}
+	return [2]string{link.Book.String(), title}, nil
 }

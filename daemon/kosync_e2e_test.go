@@ -98,3 +98,30 @@ func joinLibrary(t *testing.T, a, b *testDaemon) {
 		return err == nil && len(peers) == 1 && peers[0].Connected
 	})
 }
+
+// Issue 16: a link made on one device (B keyed the file) names the
+// document on another (A, which took KOReader's push).
+func TestKosyncLinkReachesOtherDevices(t *testing.T) {
+	a := startDaemon(t, withKosync(func(c *Config) { c.Name = "nas" }))
+	b := startDaemon(t, func(c *Config) { c.Name = "laptop" })
+	ctx := ctxT(t)
+	if _, err := a.client.KosyncAddUser(ctx, "alice", aliceKey); err != nil {
+		t.Fatal(err)
+	}
+	pushProgress(t, a, "alice", aliceKey, kobo, "page 7", 0.07)
+	joinLibrary(t, a, b)
+	const key = "md5:9cc2ae8a1ba7a93da39b46fc1019c481"
+	if err := b.client.KosyncLink(ctx, kobo, key, "Kobo book"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "A to name the document", 10*time.Second, func() bool {
+		docs, err := a.client.KosyncProgress(ctx)
+		return err == nil && len(docs) == 1 && docs[0].BookKey == key && docs[0].Title == "Kobo book"
+	})
+	// Bad links change nothing.
+	for _, bad := range []struct{ doc, key string }{{kobo, "md5:xyz"}, {kobo, ""}, {"a\x00b", key}} {
+		if err := b.client.KosyncLink(ctx, bad.doc, bad.key, ""); err == nil {
+			t.Errorf("link %q -> %q accepted", bad.doc, bad.key)
+		}
+	}
+}

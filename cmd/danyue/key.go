@@ -19,8 +19,8 @@ import (
 func keyCommand() command {
 	return command{
 		name:    "key",
-		usage:   "FILE|DIR... [--algo md5|sha256] [--encoding auto|utf-8|gb18030|utf-16] [--json]",
-		summary: "Print the BookKey of text files (or of every .txt file in a directory), and KOReader's id of each.",
+		usage:   "FILE|DIR... [--algo md5|sha256] [--encoding auto|utf-8|gb18030|utf-16] [--json] [--no-link]",
+		summary: "Print the BookKey of text files (or of every .txt file in a directory), and KOReader's id of each; if a daemon runs, tell it which book each KOReader document is, so KOReader progress shows under the book's title on every device.",
 		run:     runKey,
 	}
 }
@@ -34,7 +34,8 @@ func runKey(ctx context.Context, e *env, args []string) error {
 	algoName := flags.String("algo", "md5", "hash function, `md5|sha256`")
 	encName := flags.String("encoding", "auto", "text encoding, `auto|utf-8|gb18030|utf-16`: auto follows the BOM, else takes UTF-8 if valid, else GB18030 (which covers GBK); utf-16 follows the BOM, little-endian if none")
 	asJSON := flags.Bool("json", false, "print one JSON object per file: path, key, encoding, utf16Len, bytes, koreaderId")
-	dataDirFlag(flags, e) // accepted like everywhere; keying needs no daemon
+	data := flags.String("data", defaultDataDir(e), "data `DIR` of the daemon to tell which book each file's KOReader document is, if one runs there (keying needs no daemon); $DANYUE_DATA sets the default")
+	noLink := flags.Bool("no-link", false, "do not tell the daemon which book each KOReader document is")
 	paths, err := parseArgs(flags, args)
 	if err != nil {
 		return err
@@ -61,6 +62,8 @@ func runKey(ctx context.Context, e *env, args []string) error {
 	defer p.finish()
 	out := json.NewEncoder(e.stdout)
 	out.SetEscapeHTML(false)
+	linker := newKosyncLinker(*data, *noLink)
+	defer linker.finish(e.stderr)
 	for _, f := range files {
 		res, koid, err := keyFile(ctx, f.path, opt, p)
 		if ctx.Err() != nil {
@@ -77,6 +80,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 		} else {
 			fmt.Fprintf(e.stdout, "%s %d %s koreader:%s %s\n", res.Key, res.UTF16Len, res.Encoding, koid, f.path)
 		}
+		linker.link(ctx, koid, res.Key.String(), f.path)
 	}
 	if failed {
 		return errReported

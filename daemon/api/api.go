@@ -222,6 +222,26 @@ type KosyncProgress struct {
 	// Daemon and DaemonName are the danyue device that took the write.
 	Daemon     string `json:"daemon"`
 	DaemonName string `json:"daemonName"`
+	// BookKey and Title name the book the document is, once a device of
+	// the library keyed its file (PUT /v1/kosync/links/{document}): the
+	// book's title on the shelf, else the title the link gave.
+	BookKey string `json:"bookKey,omitempty"`
+	Title   string `json:"title,omitempty"`
+}
+
+// KosyncLinkRequest is the body of PUT /v1/kosync/links/{document}: the
+// book that KOReader's document is, as keying its file tells (`danyue key`
+// prints both ids of a file).
+type KosyncLinkRequest struct {
+	Key   *string `json:"key"`             // the BookKey of the file's text
+	Title string  `json:"title,omitempty"` // what to call the book where it is not on the shelf, e.g. the file name
+}
+
+// KosyncLink is the answer of PUT /v1/kosync/links/{document}.
+type KosyncLink struct {
+	Document string `json:"document"`
+	Key      string `json:"key"`
+	Title    string `json:"title"`
 }
 
 // KosyncProgressList is the answer of GET /v1/kosync/progress.

@@ -95,6 +95,12 @@ func (c *Client) KosyncDelUser(ctx context.Context, name string) error {
 	return c.Do(ctx, "DELETE", "/v1/kosync/users/"+url.PathEscape(name), nil, nil, nil)
 }
 
+// KosyncLink records that KOReader's document is the book with key
+// (title names it where it is not on the shelf).
+func (c *Client) KosyncLink(ctx context.Context, document, key, title string) error {
+	return c.Do(ctx, "PUT", "/v1/kosync/links/"+url.PathEscape(document), nil, api.KosyncLinkRequest{Key: &key, Title: title}, nil)
+}
+
 // KosyncProgress returns every KOReader account's place in every document.
 func (c *Client) KosyncProgress(ctx context.Context) ([]api.KosyncProgress, error) {
 	var l api.KosyncProgressList
