@@ -52,9 +52,19 @@ const unackedTimeout = 14 * time.Second
 const lostPeerBound = 20 * time.Second
 
 // newTCPTransport is libp2p's TCP transport with keepaliveUpgrader in front
-// of its upgrader. libp2p provides the arguments.
+// of its upgrader, dialling from ephemeral ports. libp2p provides the
+// arguments.
+//
+// By default libp2p dials from its listen port (SO_REUSEPORT, for NAT hole
+// punching, which a LAN daemon does not do). Two devices on fixed ports then
+// dial each other over one and the same address pair: when both dial at once
+// (a device back from a restart, its peer redialling it) TCP's simultaneous
+// open makes one connection that both sides think they initiated, and the
+// security handshake fails ("noise: message is too short"); when one side
+// still holds a dead connection of that pair (its peer lost power), the new
+// dial collides with it. Either cost a redial a second later.
 func newTCPTransport(up transport.Upgrader, rcmgr network.ResourceManager, shared *tcpreuse.ConnMgr) (*tcp.TcpTransport, error) {
-	return tcp.NewTCPTransport(keepaliveUpgrader{up}, rcmgr, shared, tcp.WithConnectionTimeout(dialTimeout))
+	return tcp.NewTCPTransport(keepaliveUpgrader{up}, rcmgr, shared, tcp.WithConnectionTimeout(dialTimeout), tcp.DisableReuseport())
 }
 
 // keepaliveUpgrader sets tcpKeepAlive on each raw connection before
