@@ -23,8 +23,7 @@ import (
 
 // Timeouts. Readers wait for a frame as long as it takes (a push stream is
 // idle most of the time; TCP keepalives notice a dead connection, see
-// keepalive.go), but
-// everything that has begun must finish in bounded time.
+// tcp.go), but everything that has begun must finish in bounded time.
 const (
 	// dialTimeout bounds one dial. A dial to a host with another pre-shared
 	// key sometimes hangs (its side cannot decrypt our multistream header and
@@ -162,9 +161,9 @@ func (r *inboundRateLimited) OpenConnection(dir network.Direction, usefd bool, e
 
 // muxer returns yamux tuned for a background daemon on a LAN: keepalives once
 // a minute (each one wakes the process; the kernel's TCP keepalives notice a
-// vanished peer sooner at no such cost, see keepalive.go), round trips measured rarely (nothing here uses them),
-// and a 1 MiB stream window instead of 16 MiB (enough for a LAN; memory
-// matters on a phone).
+// vanished peer sooner at no such cost, see tcp.go), round trips measured
+// rarely (nothing here uses them), and a 1 MiB stream window instead of 16
+// MiB (enough for a LAN; memory matters on a phone).
 func muxer() *yamux.Transport {
 	c := *yamux.DefaultTransport
 	c.KeepAliveInterval = time.Minute
