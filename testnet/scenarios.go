@@ -88,6 +88,7 @@ var Scenarios = []Scenario{
 	{"wipe", Wipe},
 	{"deletion", Deletion},
 	{"restart", Restart},
+	{"lost-peer", LostPeer},
 	{"big-heal", BigHeal},
 	{"long-partition", LongPartition},
 }

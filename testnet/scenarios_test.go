@@ -29,6 +29,7 @@ func TestCrash(t *testing.T)          { Crash(t, params(), nil) }
 func TestWipe(t *testing.T)           { Wipe(t, params(), nil) }
 func TestDeletion(t *testing.T)       { Deletion(t, params(), nil) }
 func TestRestart(t *testing.T)        { Restart(t, params(), nil) }
+func TestLostPeer(t *testing.T)       { LostPeer(t, params(), nil) }
 func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
