@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/poll"
 	manet "github.com/multiformats/go-multiaddr/net"
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +26,7 @@ func TestConnectionsUseKeepAliveSchedule(t *testing.T) {
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	a.start(t, lib, nil)
 	b.start(t, lib, a.node.Addrs())
-	waitFor(t, 10*time.Second, "B to connect to A", func() bool { return connectedTo(b.node, a.id) })
+	poll.Until(t, "B to connect to A", 10*time.Second, func() bool { return connectedTo(b.node, a.id) })
 
 	conns := b.node.host.Network().ConnsToPeer(a.id)
 	if len(conns) == 0 {

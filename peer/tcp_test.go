@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/libp2p/go-libp2p/core/network"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -20,7 +21,7 @@ func TestDialsFromEphemeralPort(t *testing.T) {
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	a.start(t, lib, nil)
 	b.start(t, lib, a.node.Addrs())
-	waitFor(t, 10*time.Second, "B to connect to A", func() bool { return connectedTo(b.node, a.id) })
+	poll.Until(t, "B to connect to A", 10*time.Second, func() bool { return connectedTo(b.node, a.id) })
 	listen := map[int]bool{}
 	for _, l := range b.node.host.Network().ListenAddresses() {
 		listen[tcpPort(t, l)] = true
