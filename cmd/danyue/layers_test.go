@@ -31,8 +31,8 @@ func TestLayers(t *testing.T) {
 		"peer":                     {"crdt"},
 		"daemon/api":               nil,
 		"daemon/client":            {"daemon/api"},
-		"daemon/kosync":            {"crdt", "internal/connlimit"},
-		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit"},
+		"daemon/kosync":            {"crdt", "internal/connlimit", "internal/jsoncheck"},
+		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit", "internal/jsoncheck"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
 		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client"},
@@ -42,6 +42,7 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/kosyncattack": nil,
 		"internal/procstat":        nil,
 		"internal/connlimit":       nil,
+		"internal/jsoncheck":       nil,
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0
