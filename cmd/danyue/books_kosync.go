@@ -37,7 +37,7 @@ func printKosyncDocuments(ctx context.Context, e *env, c *client.Client, cf clie
 		if t, err := time.Parse(time.RFC3339Nano, d.At); err == nil {
 			updated = t.Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", d.User, d.Document, d.Percentage*100, orDash(d.Device), updated, orDash(d.DaemonName))
+		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", printable(d.User), printable(d.Document), d.Percentage*100, orDash(printable(d.Device)), updated, orDash(printable(d.DaemonName)))
 	}
 	return tw.Flush()
 }
