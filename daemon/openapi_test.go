@@ -43,3 +43,22 @@ func TestOpenAPIIsServed(t *testing.T) {
 		t.Fatalf("served document has openapi=%v", doc["openapi"])
 	}
 }
+
+// Every operation's x-danyue-permission in openapi.json is the permission
+// the route table enforces.
+func TestOpenAPIPermissions(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Perm string `json:"x-danyue-permission"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	names := map[perm]string{permRead: "read", permWrite: "write", permAdmin: "admin"}
+	for _, rt := range (&Daemon{}).routeTable() {
+		if got := doc.Paths[rt.path][strings.ToLower(rt.method)].Perm; got != names[rt.perm] {
+			t.Errorf("%s %s: openapi.json says x-danyue-permission %q, the route needs %q", rt.method, rt.path, got, names[rt.perm])
+		}
+	}
+}
