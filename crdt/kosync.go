@@ -100,6 +100,9 @@ func SetKosyncUser(at Timestamp, name, auth string) (Entry, error) {
 	if err := u.validate(); err != nil {
 		return Entry{}, err
 	}
+	if err := CheckText("kosync user name", name); err != nil {
+		return Entry{}, err
+	}
 	return KosyncUserEntry(u), nil
 }
 
@@ -132,6 +135,9 @@ func SetKosyncProgress(at Timestamp, p KosyncProgress) (Entry, error) {
 		p.Percentage = 0 // -0 is a second encoding of 0: write the one form
 	}
 	if err := p.validate(); err != nil {
+		return Entry{}, err
+	}
+	if err := p.checkText(); err != nil {
 		return Entry{}, err
 	}
 	return KosyncProgressEntry(p), nil
@@ -177,6 +183,20 @@ func (p *KosyncProgress) validate() error {
 		return err
 	}
 	return validKosyncValue("kosync device id", p.DeviceID, MaxKosyncDeviceBytes)
+}
+
+// checkText holds a new write to CheckText; validate, which records from
+// peers also pass, does not (see CheckText).
+func (p *KosyncProgress) checkText() error {
+	for _, f := range []struct{ what, s string }{
+		{"kosync user name", p.User}, {"kosync document", p.Document}, {"kosync progress", p.Progress},
+		{"kosync device", p.Device}, {"kosync device id", p.DeviceID},
+	} {
+		if err := CheckText(f.what, f.s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // validKosyncID checks a part of a record's identity: not empty, bounded,

@@ -122,6 +122,7 @@ func TestKosyncOpsRejectInvalidInput(t *testing.T) {
 		{"user: name with NUL", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "al\x00ice", "h") }},
 		{"user: name too long", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, long(crdt.MaxKosyncUserBytes), "h") }},
 		{"user: name not UTF-8", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "al\xffice", "h") }},
+		{"user: name with ESC", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "al\x1bice", "h") }},
 		{"user: empty hash", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "alice", "") }},
 		{"user: hash too long", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "alice", long(crdt.MaxKosyncAuthBytes)) }},
 	}
@@ -135,6 +136,10 @@ func TestKosyncOpsRejectInvalidInput(t *testing.T) {
 		{"document too long", with(func(p *crdt.KosyncProgress) { p.Document = long(crdt.MaxKosyncDocumentBytes) })},
 		{"progress too long", with(func(p *crdt.KosyncProgress) { p.Progress = long(crdt.MaxKosyncProgressBytes) })},
 		{"progress not UTF-8", with(func(p *crdt.KosyncProgress) { p.Progress = "\xe7\xac" })},
+		{"progress with newline", with(func(p *crdt.KosyncProgress) { p.Progress = "/body\n" })},
+		{"device with ESC", with(func(p *crdt.KosyncProgress) { p.Device = "Kobo\x1b[31m" })},
+		{"device id with C1", with(func(p *crdt.KosyncProgress) { p.DeviceID = "\u0085" })},
+		{"document with tab", with(func(p *crdt.KosyncProgress) { p.Document = "a\tb" })},
 		{"device too long", with(func(p *crdt.KosyncProgress) { p.Device = long(crdt.MaxKosyncDeviceBytes) })},
 		{"device id too long", with(func(p *crdt.KosyncProgress) { p.DeviceID = long(crdt.MaxKosyncDeviceBytes) })},
 		{"negative percentage", with(func(p *crdt.KosyncProgress) { p.Percentage = -0.01 })},

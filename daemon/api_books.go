@@ -4,11 +4,13 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/store"
 )
 
 // maxAddMs bounds one read-time report: a day. A larger one is a bug in the
@@ -122,17 +124,29 @@ func (d *Daemon) handleReadTime(w http.ResponseWriter, r *http.Request) error {
 	if len(idem) > maxIdempotencyKey {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "Idempotency-Key is longer than %d bytes", maxIdempotencyKey)
 	}
-	dedup := ""
+	dedup, sum := "", []byte(nil)
 	if idem != "" {
 		dedup = "read-time\x00" + key.String() + "\x00" + idem
+		sum = []byte(strconv.FormatInt(*req.AddMs, 10)) // all a report says besides its book
 	}
-	b, err := d.addReadTime(r.Context(), key, uint64(*req.AddMs), dedup)
+	b, err := d.addReadTime(r.Context(), key, uint64(*req.AddMs), dedup, sum)
+	if errors.Is(err, store.ErrDedupMismatch) {
+		return errorf(http.StatusUnprocessableEntity, api.CodeIdempotencyMismatch, "Idempotency-Key %q was used for another report on this book; a retry sends the same addMs, a new report a new key", idem)
+	}
 	if err != nil {
 		return bookError(err, key)
 	}
-	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	out := d.viewer().book(&b)
+	if out.Deleted {
+		out.Notice = deletedReadTimeNotice
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// deletedReadTimeNotice answers a read-time report on a deleted book, which
+// an app may have expected to bring the book back.
+const deletedReadTimeNotice = "the time was counted, but the book stays deleted: read time alone does not bring a book back; a position (PUT .../position) does"
 
 func (d *Daemon) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	key, err := pathKey(r)

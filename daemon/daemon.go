@@ -81,8 +81,10 @@ type Daemon struct {
 	store    *store.Store
 	identity crypto.PrivKey
 	self     crdt.DeviceID
-	token    string
-	hub      *hub
+	token    string // grants permWrite on --http
+	// readToken grants permRead on --http (DATA/api-token-read).
+	readToken string
+	hub       *hub
 
 	mu      sync.Mutex // guards the fields below
 	clock   *crdt.Clock
@@ -140,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 			lns.close()
 		}
 	}()
-	if err := ensurePrivateDir(cfg.DataDir); err != nil {
+	if err := ensurePrivateDir(cfg.DataDir, cfg.Logger); err != nil {
 		return nil, err
 	}
 	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "store"), store.Options{Logger: cfg.Logger.With("component", "store")})
@@ -203,7 +205,10 @@ func (d *Daemon) init(ctx context.Context) error {
 			return err
 		}
 	}
-	if d.token, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token")); err != nil {
+	if d.token, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token"), d.log); err != nil {
+		return err
+	}
+	if d.readToken, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token-read"), d.log); err != nil {
 		return err
 	}
 	// The high-water mark is the latest stamp of every record ever merged,
@@ -385,10 +390,15 @@ func (d *Daemon) wallMs() uint64 {
 // ensurePrivateDir creates dir, or tightens an existing one, so that only
 // this user can reach it (0700; a private DACL on Windows): the socket and
 // secrets inside are never reachable by other users, not even for an
-// instant.
-func ensurePrivateDir(dir string) error {
-	if _, err := store.MakePrivateDir(dir); err != nil {
+// instant. Only for a directory that is danyue's own: the data dir, or one
+// it creates.
+func ensurePrivateDir(dir string, log *slog.Logger) error {
+	tightened, err := store.MakePrivateDir(dir)
+	if err != nil {
 		return fmt.Errorf("data dir %s cannot be created private to this user: %w", dir, err)
+	}
+	if tightened {
+		log.Warn("data dir was reachable by other users; made it private", "path", dir)
 	}
 	return nil
 }

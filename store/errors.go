@@ -14,6 +14,9 @@ var (
 	// ErrDuplicate: the batch's Dedup key was already recorded, so nothing
 	// was applied.
 	ErrDuplicate = errors.New("duplicate request")
+	// ErrDedupMismatch: the batch's Dedup key was already recorded for
+	// another request (another DedupSum), so nothing was applied.
+	ErrDedupMismatch = errors.New("idempotency key reused for another request")
 	// ErrLocked: another process (probably another danyue daemon) has the
 	// data directory open.
 	ErrLocked = errors.New("store is locked")

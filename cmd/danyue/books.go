@@ -57,7 +57,7 @@ func runBooks(ctx context.Context, e *env, args []string) error {
 }
 
 func bookTitle(b api.Book) string {
-	t := b.Title
+	t := printable(b.Title)
 	if t == "" {
 		t = "(untitled)"
 	}
@@ -96,5 +96,5 @@ func lastDevice(b api.Book) string {
 	if b.Position == nil {
 		return "-"
 	}
-	return orDash(b.Position.DeviceName)
+	return orDash(printable(b.Position.DeviceName))
 }

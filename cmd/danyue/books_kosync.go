@@ -43,7 +43,7 @@ func printKosyncDocuments(ctx context.Context, e *env, c *client.Client, cf clie
 		if d.Title != "" {
 			book = d.Title
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", d.User, book, d.Percentage*100, orDash(d.Device), updated, orDash(d.DaemonName))
+		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", printable(d.User), printable(book), d.Percentage*100, orDash(printable(d.Device)), updated, orDash(printable(d.DaemonName)))
 	}
 	return tw.Flush()
 }

@@ -31,8 +31,8 @@ func TestLayers(t *testing.T) {
 		"peer":                     {"crdt"},
 		"daemon/api":               nil,
 		"daemon/client":            {"daemon/api"},
-		"daemon/kosync":            {"crdt", "internal/connlimit"},
-		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit"},
+		"daemon/kosync":            {"crdt", "internal/connlimit", "internal/jsoncheck"},
+		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit", "internal/jsoncheck"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
 		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client"},
@@ -46,6 +46,7 @@ func TestLayers(t *testing.T) {
 		"internal/keyalgo":         nil,
 		"pair":                     nil,
 		"internal/qrterm":          nil,
+		"internal/jsoncheck":       nil,
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0

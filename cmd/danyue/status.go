@@ -38,7 +38,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		return printJSON(e.stdout, st)
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintf(tw, "Device\t%s (%s)\n", st.Device.Name, st.Device.ID)
+	fmt.Fprintf(tw, "Device\t%s (%s)\n", printable(st.Device.Name), st.Device.ID)
 	fmt.Fprintf(tw, "Library\t%s\n", st.Library.ID)
 	fmt.Fprintf(tw, "Books\t%d on the shelf, %d deleted\n", st.Counts.Books, st.Counts.Deleted)
 	fmt.Fprintf(tw, "Peers\t%d connected of %d known\n", st.Counts.PeersConnected, st.Counts.PeersKnown)
@@ -63,7 +63,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	// The writers whose changes arrived stamped ahead of this clock, which
 	// may be devices that are not peers of this one at all.
 	for _, w := range st.ClockWarnings {
-		fmt.Fprintf(e.stdout, "warning: %s\n", w.Warning)
+		fmt.Fprintf(e.stdout, "warning: %s\n", printable(w.Warning))
 	}
 	return nil
 }
@@ -76,14 +76,14 @@ func printPeers(e *env, peers []api.Peer) error {
 		if p.Connected {
 			state = "connected"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(p.Name), p.Device, state, lastSeen(p), clockOffset(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(printable(p.Name)), p.Device, state, lastSeen(p), clockOffset(p))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, p := range peers {
 		if p.ClockWarning != "" {
-			fmt.Fprintf(e.stdout, "warning: %s\n", p.ClockWarning)
+			fmt.Fprintf(e.stdout, "warning: %s\n", printable(p.ClockWarning))
 		}
 	}
 	return nil

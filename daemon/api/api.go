@@ -20,6 +20,10 @@ type Book struct {
 	// DeletedStamp is the hybrid-clock stamp of the winning delete (see
 	// Position.Stamp); null while the book was never deleted.
 	DeletedStamp *string `json:"deletedStamp,omitempty"`
+	// Notice, in the answer to a write, says what the write did not do that
+	// an app might have expected (a read-time report on a deleted book
+	// leaves it deleted); absent otherwise. For people, not to parse.
+	Notice string `json:"notice,omitempty"`
 }
 
 // Position is a place in a book: an offset in UTF-16 code units into the
@@ -272,4 +276,10 @@ const (
 	CodeNameTaken    = "name_taken"
 	CodeUnavailable  = "unavailable"
 	CodeInternal     = "internal"
+	// CodeDiskFull (507): the disk of the data dir is (nearly) full; nothing
+	// was written.
+	CodeDiskFull = "disk_full"
+	// CodeIdempotencyMismatch (422): an Idempotency-Key was reused with
+	// another request.
+	CodeIdempotencyMismatch = "idempotency_mismatch"
 )

@@ -54,6 +54,12 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"document with NUL", body(map[string]string{"document": `"a\u0000b"`}), 403},
 		{"progress too long", body(map[string]string{"progress": `"` + strings.Repeat("p", 4097) + `"`}), 403},
 		{"device too long", body(map[string]string{"device": `"` + strings.Repeat("d", 257) + `"`}), 403},
+		{"device with ESC", body(map[string]string{"device": `"Kobo\u001b[31m"`}), 403},
+		{"progress with a newline", body(map[string]string{"progress": `"/body\n"`}), 403},
+		{"device with a lone surrogate", body(map[string]string{"device": `"\ud800"`}), 400},
+		{"device not UTF-8", body(map[string]string{"device": "\"Kobo\xff\""}), 400},
+		{"document with a tab", body(map[string]string{"document": `"a\tb"`}), 403},
+		{"document named twice", body(nil)[:len(body(nil))-1] + `,"document":"` + docA + `"}`, 400},
 		{"huge body", body(map[string]string{"extra": `"` + strings.Repeat("x", 17<<10) + `"`}), 413},
 	}
 	for _, tt := range tests {

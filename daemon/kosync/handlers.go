@@ -1,6 +1,7 @@
 package kosync
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/jsoncheck"
 )
 
 // maxBody bounds a request body. KOReader's largest, a progress push with
@@ -73,18 +75,23 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // decode reads one JSON object of at most maxBody bytes into v. Unknown
 // fields are accepted: clients add fields over time ("metadata",
-// "identifiers"), and refusing them would break sync on an update.
+// "identifiers"), and refusing them would break sync on an update. A key
+// named twice, invalid UTF-8 and lone surrogate escapes are refused
+// (jsoncheck); control characters in what is kept are refused by the
+// library's write (crdt.CheckText).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	err := dec.Decode(v)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err == nil {
-		// One object and nothing after it.
-		_, err = dec.Token()
-		switch err {
-		case io.EOF:
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err = dec.Decode(v); err == nil {
+			// One object and nothing after it.
+			if _, err := dec.Token(); err != io.EOF {
+				return malformed("Invalid request: the body must hold exactly one JSON object")
+			}
+			if err := jsoncheck.Check(raw, nil); err != nil {
+				return malformed("Invalid request: %v", err)
+			}
 			return nil
-		case nil:
-			return malformed("Invalid request: the body must hold exactly one JSON object")
 		}
 	}
 	var mbe *http.MaxBytesError
@@ -204,6 +211,9 @@ func (q *putRequest) progress() (Progress, error) {
 		if len(f.value) > f.max {
 			return Progress{}, invalid(codeInvalid, "Invalid request: %s is longer than %d bytes", f.name, f.max)
 		}
+		if err := crdt.CheckText(f.name, f.value); err != nil {
+			return Progress{}, invalid(codeInvalid, "Invalid request: %s", strings.TrimPrefix(err.Error(), "invalid: "))
+		}
 	}
 	pct := *q.Percentage
 	if pct == 0 {
@@ -221,6 +231,8 @@ func validDocument(doc string) error {
 		return invalid(codeDocument, "Invalid request: document is longer than %d bytes", crdt.MaxKosyncDocumentBytes)
 	case strings.IndexByte(doc, 0) >= 0 || !utf8.ValidString(doc):
 		return invalid(codeDocument, "Invalid request: document holds NUL or invalid UTF-8")
+	case crdt.CheckText("document", doc) != nil:
+		return invalid(codeDocument, "Invalid request: document holds control characters")
 	}
 	return nil
 }
