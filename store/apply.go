@@ -56,7 +56,7 @@ type Change struct {
 // batches chunks them by these; Apply returns ErrTooBig for a batch that does
 // not fit.
 const (
-	MaxBatchEntries = 512 // a changed record writes up to 9 keys (index.go)
+	MaxBatchEntries = 512       // a changed record writes up to 9 keys (index.go)
 	MaxBatchBytes   = 256 << 10 // sum of the changed records' encoded sizes
 	maxDedupKey     = 256
 )
