@@ -2,8 +2,8 @@ package daemon
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
