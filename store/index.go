@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/dgraph-io/badger/v4"
@@ -194,6 +195,7 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 	if v >= indexSchema {
 		return nil
 	}
+	start := time.Now()
 	if err := db.DropPrefix([]byte{pOrder}); err != nil {
 		return ioErr(s.dir, "clear a partial book index", err)
 	}
@@ -240,6 +242,6 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 	if err != nil {
 		return ioErr(s.dir, "build the book index", err)
 	}
-	s.log.Info("built the book index", "dir", s.dir, "books", n, "schema", SchemaVersion)
+	s.log.Info("built the book index", "dir", s.dir, "books", n, "schema", SchemaVersion, "took", time.Since(start))
 	return nil
 }
