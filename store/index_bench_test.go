@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/danyue/danyue/crdt"
@@ -29,8 +30,14 @@ func positions(b *testing.B, s *Store, o Order) [][]byte {
 // BenchmarkPage reads one page of 100 books, decoded, from a place all over
 // the shelf, on shelves of 1,000 and 100,000 books: the cost of a page must
 // not grow with the shelf (compare B/op and allocs/op across sizes).
+//
+// DANYUE_BENCH_1M=1 adds a shelf of 1,000,000 books (a minute to make).
 func BenchmarkPage(b *testing.B) {
-	for _, n := range []int{1000, 100_000} {
+	sizes := []int{1000, 100_000}
+	if os.Getenv("DANYUE_BENCH_1M") != "" {
+		sizes = append(sizes, 1_000_000)
+	}
+	for _, n := range sizes {
 		for _, o := range orders {
 			b.Run(fmt.Sprintf("books=%d/order=%c", n, o), func(b *testing.B) {
 				s := openFixture(b, n)
