@@ -51,23 +51,7 @@ func TestMeasureListing(t *testing.T) {
 	}
 	if st.Counts.Books < books {
 		start := time.Now()
-		errs := make(chan error, 16)
-		for w := range 16 {
-			go func() {
-				var err error
-				for i := w; i < books; i += 16 {
-					if _, e := c.SetPosition(ctx, fmt.Sprintf("md5:%032x", i+1), int64(i), 0.5, fmt.Sprintf("Collected Works, volume %d", i)); e != nil {
-						err = e
-					}
-				}
-				errs <- err
-			}()
-		}
-		for range 16 {
-			if err := <-errs; err != nil {
-				t.Fatal(err)
-			}
-		}
+		fillShelf(t, c, books)
 		t.Logf("wrote %d books in %v", books, time.Since(start))
 	}
 	c.Close()
@@ -110,6 +94,28 @@ func TestMeasureListing(t *testing.T) {
 		t.Logf("%s: %d books, %.1f MB in %v; up in %v; RSS before %.1f MB, peak before %.1f MB, peak after %.1f MB, RSS after %.1f MB",
 			l.name, n, float64(size)/1e6, took.Round(time.Millisecond), up.Round(time.Millisecond),
 			float64(before.RSSKB)/1024, float64(before.HWMKB)/1024, float64(after.HWMKB)/1024, float64(after.RSSKB)/1024)
+	}
+}
+
+// fillShelf writes books 1 to n through the API from 16 clients at once.
+func fillShelf(t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	errs := make(chan error, 16)
+	for w := range 16 {
+		go func() {
+			var err error
+			for i := w; i < n; i += 16 {
+				if _, e := c.SetPosition(context.Background(), fmt.Sprintf("md5:%032x", i+1), int64(i), 0.5, fmt.Sprintf("Book %d", i)); e != nil {
+					err = e
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range 16 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
