@@ -196,12 +196,41 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 		return nil
 	}
 	start := time.Now()
-	if err := db.DropPrefix([]byte{pOrder}); err != nil {
-		return ioErr(s.dir, "clear a partial book index", err)
+	var partial bool
+	err = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pOrder}})
+		defer it.Close()
+		it.Rewind()
+		partial = it.Valid()
+		return nil
+	})
+	if err != nil {
+		return ioErr(s.dir, "read the book index", err)
 	}
+	// DropPrefix rewrites every table whose key range covers the prefix,
+	// which costs memory and time: only a build that was interrupted needs
+	// it.
+	if partial {
+		if err := db.DropPrefix([]byte{pOrder}); err != nil {
+			return ioErr(s.dir, "clear a partial book index", err)
+		}
+	}
+	// Written a chunk at a time, one transaction after the other: a
+	// WriteBatch commits many at once and holds them all in memory.
 	n := 0
-	wb := db.NewWriteBatch()
-	defer wb.Cancel()
+	var keys [][]byte
+	flush := func() error {
+		err := db.Update(func(txn *badger.Txn) error {
+			for _, k := range keys {
+				if err := txn.Set(k, []byte{}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		keys = keys[:0]
+		return err
+	}
 	err = db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pSeq}, PrefetchValues: false})
 		defer it.Close()
@@ -217,11 +246,13 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 			}
 			id := e.AppendID(nil)
 			for _, o := range orders {
-				if err := wb.Set(indexKey(o, id, &e.Book), []byte{}); err != nil {
+				keys = append(keys, indexKey(o, id, &e.Book))
+			}
+			if n++; len(keys) >= 3*MaxBatchEntries {
+				if err := flush(); err != nil {
 					return err
 				}
 			}
-			n++
 		}
 		return nil
 	})
@@ -229,7 +260,7 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 		return err
 	}
 	if err == nil {
-		err = wb.Flush()
+		err = flush()
 	}
 	if err == nil {
 		err = db.Update(func(txn *badger.Txn) error {
