@@ -277,8 +277,15 @@ func TestPageRefusesBadQueries(t *testing.T) {
 }
 
 // TestIndexBuiltForOldStore opens a store as schema 1 left it, without
-// indexes, and checks that Open builds them once.
+// indexes, or with a part of them from an interrupted build, and checks
+// that Open builds them.
 func TestIndexBuiltForOldStore(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partial=%v", partial), func(t *testing.T) { testIndexBuilt(t, partial) })
+	}
+}
+
+func testIndexBuilt(t *testing.T, partial bool) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{})
 	r := rand.New(rand.NewPCG(7, 8))
@@ -304,7 +311,7 @@ func TestIndexBuiltForOldStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, 1)); err != nil {
+		if err := txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, 1)); err != nil || !partial {
 			return err
 		}
 		// A leftover of an interrupted build, which must not survive.
