@@ -91,8 +91,12 @@ func TestMeasureListing(t *testing.T) {
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
-		t.Logf("%s: %d books, %.1f MB in %v; up in %v; RSS before %.1f MB, peak before %.1f MB, peak after %.1f MB, RSS after %.1f MB",
-			l.name, n, float64(size)/1e6, took.Round(time.Millisecond), up.Round(time.Millisecond),
+		what := fmt.Sprintf("%d books", n)
+		if size >= 0 {
+			what = fmt.Sprintf("%.1f MB", float64(size)/1e6)
+		}
+		t.Logf("%s: %s in %v; up in %v; RSS before %.1f MB, peak before %.1f MB, peak after %.1f MB, RSS after %.1f MB",
+			l.name, what, took.Round(time.Millisecond), up.Round(time.Millisecond),
 			float64(before.RSSKB)/1024, float64(before.HWMKB)/1024, float64(after.HWMKB)/1024, float64(after.RSSKB)/1024)
 	}
 }
