@@ -268,6 +268,7 @@ func TestPageRefusesBadQueries(t *testing.T) {
 		{Order: OrderRecent, Limit: 1, After: bookID(1)},
 		{Order: OrderTitle, Limit: 1, After: []byte{1, 'a'}},
 		{Order: 'x', Limit: 1, After: bookID(1)},
+		{Order: 'x', Limit: 1},
 	} {
 		err := s.Page(context.Background(), q, func(*Page) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), "invalid") {

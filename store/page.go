@@ -54,6 +54,9 @@ type Page struct {
 // page was read from, so that fn can decode its books (Page.Each) after
 // looking at Items.
 func (s *Store) Page(ctx context.Context, q PageQuery, fn func(*Page) error) error {
+	if !slices.Contains(orders[:], q.Order) {
+		return fmt.Errorf("page of store %s: unknown order %q: %w", s.dir, byte(q.Order), crdt.ErrInvalid)
+	}
 	if q.Limit < 1 || q.Limit > MaxPage {
 		return fmt.Errorf("page of store %s: limit %d out of 1..%d: %w", s.dir, q.Limit, MaxPage, crdt.ErrInvalid)
 	}
