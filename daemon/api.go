@@ -43,6 +43,7 @@ func (d *Daemon) routeTable() []route {
 		{"POST", "/v1/books/{key}/read-time", permWrite, d.handleReadTime},
 		{"DELETE", "/v1/books/{key}", permWrite, d.handleDelete},
 		{"GET", "/v1/events", permRead, d.handleEvents},
+		{"GET", "/v1/changes", permRead, d.handleChanges},
 		{"GET", "/v1/stats/daily", permRead, d.handleDaily},
 		{"POST", "/v1/invite", permAdmin, d.handleInvite},
 		{"POST", "/v1/join", permAdmin, d.handleJoin},

@@ -3,7 +3,6 @@ package daemon
 import (
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,37 +27,9 @@ func pathKey(r *http.Request) (crdt.BookKey, error) {
 	return key, nil
 }
 
+// handleBooks lists the shelf, paged and streamed (api_pages.go).
 func (d *Daemon) handleBooks(w http.ResponseWriter, r *http.Request) error {
-	withDeleted := false
-	switch v := r.URL.Query().Get("deleted"); v {
-	case "", "0", "false":
-	case "1", "true":
-		withDeleted = true
-	default:
-		return errorf(http.StatusBadRequest, api.CodeInvalid, "deleted must be 1 or 0, not %q", v)
-	}
-	v := d.viewer()
-	books := []api.Book{}
-	err := d.store.Scan(r.Context(), crdt.KindBook, func(e crdt.Entry) error {
-		if withDeleted || e.Book.Visible() {
-			books = append(books, v.book(&e.Book))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	// Most recently read first: what a shelf shows.
-	slices.SortStableFunc(books, func(a, b api.Book) int { return strings.Compare(lastAt(b), lastAt(a)) })
-	writeJSON(w, http.StatusOK, api.Books{Books: books})
-	return nil
-}
-
-func lastAt(b api.Book) string {
-	if b.Position == nil {
-		return ""
-	}
-	return b.Position.At
+	return d.listBooks(w, r)
 }
 
 func (d *Daemon) handleBook(w http.ResponseWriter, r *http.Request) error {
@@ -70,8 +41,7 @@ func (d *Daemon) handleBook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return bookError(err, key)
 	}
-	writeJSON(w, http.StatusOK, d.viewer().book(&b))
-	return nil
+	return writeTagged(w, r, d.viewer().book(&b))
 }
 
 func (d *Daemon) handlePosition(w http.ResponseWriter, r *http.Request) error {

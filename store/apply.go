@@ -61,7 +61,7 @@ type Change struct {
 // batches chunks them by these; Apply returns ErrTooBig for a batch that does
 // not fit.
 const (
-	MaxBatchEntries = 1000
+	MaxBatchEntries = 512       // a changed record writes up to 9 keys (index.go)
 	MaxBatchBytes   = 256 << 10 // sum of the changed records' encoded sizes
 	maxDedupKey     = 256
 	maxDedupSum     = 64

@@ -2,7 +2,10 @@
 // with the local change sequence and the peer cursors that make sync
 // incremental. It is generic over crdt.Entry: it looks inside records only
 // through Entry.AppendID, Merge, Encode, MaxTimestamp, Clone, Validate and
-// crdt.Decode, so new record kinds need no change here.
+// crdt.Decode, so new record kinds need no change here. The one exception is
+// the book indexes (index.go), which order books by key, by the time of
+// their last position and by title, so that a shelf is listed a page at a
+// time (Page) however large it is.
 //
 // # What it keeps
 //

@@ -233,6 +233,7 @@ func (p *plan) records() error {
 		p.writes = append(p.writes,
 			write{key: seqKey(p.seq), val: enc},
 			write{key: recordKey(r.id), val: u64(p.seq)})
+		p.index(r)
 		p.result.Changed = append(p.result.Changed, Change{Seq: p.seq, Prev: r.prev, Entry: r.cur})
 	}
 	for kind, n := range p.added {

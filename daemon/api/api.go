@@ -48,9 +48,12 @@ type ReadTime struct {
 	ByDevice     map[string]uint64 `json:"byDevice"`
 }
 
-// Books is the answer of GET /v1/books.
+// Books is the answer of GET /v1/books: a page of the shelf, or the whole
+// shelf when no limit, cursor or sort was asked for.
 type Books struct {
 	Books []Book `json:"books"`
+	// Next is the cursor of the next page; absent after the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // PositionRequest is the body of PUT /v1/books/{key}/position.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/danyue/danyue/daemon/api"
 )
@@ -21,14 +23,29 @@ func (c *Client) Peers(ctx context.Context) ([]api.Peer, error) {
 	return p.Peers, c.Do(ctx, "GET", "/v1/peers", nil, nil, &p)
 }
 
-// Books returns the shelf, with deleted books if withDeleted.
+// Books returns the whole shelf, most recently read first, with deleted
+// books if withDeleted: one consistent answer, held in memory. For a large
+// shelf, EachBook or BooksPage read it a page at a time.
 func (c *Client) Books(ctx context.Context, withDeleted bool) ([]api.Book, error) {
 	path := "/v1/books"
 	if withDeleted {
 		path += "?deleted=1"
 	}
 	var b api.Books
-	return b.Books, c.Do(ctx, "GET", path, nil, nil, &b)
+	if err := c.Do(ctx, "GET", path, nil, nil, &b); err != nil {
+		return nil, err
+	}
+	// The daemon streams the whole shelf in key order; the stamps sort as
+	// the writes do.
+	slices.SortStableFunc(b.Books, func(x, y api.Book) int { return strings.Compare(stampOf(y), stampOf(x)) })
+	return b.Books, nil
+}
+
+func stampOf(b api.Book) string {
+	if b.Position == nil {
+		return ""
+	}
+	return b.Position.Stamp
 }
 
 // Book returns one book.
