@@ -38,6 +38,14 @@ type Store struct {
 	lastSeq uint64
 	hw      crdt.Timestamp
 	watch   chan struct{}
+	loss    *Loss // the last loss of acknowledged changes found at open
+
+	// The acknowledged journal (acked.go) and the tables verified before
+	// badger opened them (damage.go).
+	jmu      sync.Mutex
+	journal  *ackJournal
+	checkMu  sync.Mutex
+	verified map[tableCheck]bool
 
 	secMu   sync.Mutex
 	secrets secrets
@@ -125,6 +133,10 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := s.checkAcked(db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
 	s.db, s.opens, ok = db, 1, true
 	s.wseq, s.whw = s.lastSeq, s.hw
@@ -175,6 +187,9 @@ func (s *Store) lockDir() error {
 func (s *Store) openDB() (db *badger.DB, err error) {
 	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
 		return nil, ioErr(s.dir, "create the database directory", err)
+	}
+	if err := s.checkFiles(); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if v := recover(); v != nil { // badger parsing a damaged file
@@ -229,6 +244,11 @@ func (s *Store) Close() error {
 	s.stateMu.Lock()
 	close(s.watch)
 	s.stateMu.Unlock()
+	if s.journal != nil {
+		if cerr := s.journal.close(); cerr != nil && err == nil {
+			err = ioErr(s.dir, "close "+ackedFile, cerr)
+		}
+	}
 	if cerr := s.lock.Close(); cerr != nil && err == nil {
 		err = ioErr(s.dir, "release the lock", cerr)
 	}

@@ -1,0 +1,199 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+)
+
+// Damage found before badger reads the files. badger parses its tables in
+// goroutines of its own, where a damaged file panics the whole process (a
+// table cut short reads past its end), and it drops or truncates some damage
+// without a word: a table whose index fails its checksum is ignored, tables
+// missing from the MANIFEST are deleted (all of them when the MANIFEST itself
+// is missing), and an empty WAL fails with "Create a new file". So before
+// every open the store looks at the files itself, on its own goroutine,
+// where a panic can be recovered:
+//
+//   - a MANIFEST must exist if any table or WAL does, and must parse;
+//   - every table the MANIFEST lists must exist and pass badger's own
+//     checks (footer, index checksum, every block's checksum). Tables are
+//     immutable, so each is verified once per process;
+//   - a WAL too short to hold its header is moved aside to DIR/damaged
+//     (its writes are gone; the acknowledged journal says which).
+//
+// Every refusal names the file and says what to do (repairAdvice).
+
+const (
+	manifestName = "MANIFEST"
+	walHeader    = 20 // badger's WAL header: key id and IV
+	damagedDir   = "damaged"
+)
+
+// tableCheck is what verifying one table found, keyed by name and size.
+type tableCheck struct {
+	name string
+	size int64
+}
+
+// checkFiles runs before badger opens the database (see above).
+func (s *Store) checkFiles() error {
+	ents, err := os.ReadDir(s.dbDir)
+	if err != nil {
+		return ioErr(s.dir, "list the database directory", err)
+	}
+	var (
+		manifest bool
+		data     string // a table or WAL, if any
+	)
+	for _, e := range ents {
+		name := e.Name()
+		switch ext := filepath.Ext(name); {
+		case name == manifestName:
+			manifest = true
+		case ext == ".sst" || ext == ".mem":
+			data = name
+			if ext == ".mem" {
+				if err := s.checkWAL(name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if !manifest {
+		if data != "" {
+			return damagedFile(s.dir, manifestName, "is missing, and without it the tables cannot be read (%s is there)", data)
+		}
+		return nil // a new store
+	}
+	mf, err := s.readManifest()
+	if err != nil {
+		return err
+	}
+	for id := range mf.Tables {
+		if err := s.checkTable(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readManifest parses badger's MANIFEST as badger would.
+func (s *Store) readManifest() (mf badger.Manifest, err error) {
+	f, err := os.Open(filepath.Join(s.dbDir, manifestName))
+	if err != nil {
+		return mf, ioErr(s.dir, "open the MANIFEST", err)
+	}
+	defer f.Close()
+	defer func() {
+		if v := recover(); v != nil {
+			err = damagedFile(s.dir, manifestName, "does not parse: %s", firstLine(v))
+		}
+	}()
+	mf, _, err = badger.ReplayManifestFile(f, 0, badger.Options{})
+	if err != nil {
+		return mf, damagedFile(s.dir, manifestName, "does not parse: %v", err)
+	}
+	return mf, nil
+}
+
+// checkTable verifies table id, once per process for a given size.
+func (s *Store) checkTable(id uint64) error {
+	name := table.IDToFilename(id)
+	path := filepath.Join(s.dbDir, name)
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return damagedFile(s.dir, name, "is missing, although the MANIFEST lists it")
+	}
+	if err != nil {
+		return ioErr(s.dir, "look at "+name, err)
+	}
+	key := tableCheck{name, fi.Size()}
+	s.checkMu.Lock()
+	_, done := s.verified[key]
+	s.checkMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := verifyTable(path, id); err != nil {
+		return damagedFile(s.dir, name, "%v", err)
+	}
+	s.checkMu.Lock()
+	if s.verified == nil {
+		s.verified = map[tableCheck]bool{}
+	}
+	s.verified[key] = true
+	s.checkMu.Unlock()
+	return nil
+}
+
+// verifyTable reads the table into memory (no mmap: a file cut short must
+// not fault) and runs badger's checks on it, recovering their panics.
+func verifyTable(path string, id uint64) (err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if len(data) < 8 {
+		return fmt.Errorf("%d bytes, too short for a table", len(data))
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("unreadable (%d bytes): %s", len(data), firstLine(v))
+		}
+	}()
+	t, err := table.OpenInMemoryTable(data, id, &table.Options{ChkMode: options.OnTableRead, Compression: options.None})
+	if err != nil {
+		return err
+	}
+	return t.VerifyChecksum()
+}
+
+// checkWAL moves aside a WAL too short to hold its header: badger refuses
+// it, and it holds nothing.
+func (s *Store) checkWAL(name string) error {
+	path := filepath.Join(s.dbDir, name)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ioErr(s.dir, "look at "+name, err)
+	}
+	if fi.Size() >= walHeader {
+		return nil
+	}
+	aside := filepath.Join(s.dir, damagedDir, fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102T150405Z"), name))
+	if err := os.MkdirAll(filepath.Dir(aside), 0o700); err != nil {
+		return ioErr(s.dir, "make "+damagedDir, err)
+	}
+	if err := os.Rename(path, aside); err != nil {
+		return ioErr(s.dir, "move "+name+" aside", err)
+	}
+	if err := syncDir(s.dbDir); err != nil {
+		return ioErr(s.dir, "move "+name+" aside", err)
+	}
+	s.log.Error("store: a write-ahead log was cut to nothing; moved it aside, the writes it held are lost",
+		"file", path, "bytes", fi.Size(), "moved_to", aside)
+	return nil
+}
+
+// damagedFile reports a damaged file of the database, by name, with what to
+// do.
+func damagedFile(dir, name, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s; %s", ErrCorrupt, filepath.Join(dir, "db", name), fmt.Sprintf(format, args...), damaged(dir))
+}
+
+// firstLine renders a recovered panic value on one line, cut short.
+func firstLine(v any) string {
+	s, _, _ := strings.Cut(fmt.Sprint(v), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
