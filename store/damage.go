@@ -191,7 +191,8 @@ func damagedFile(dir, name, format string, args ...any) error {
 
 // firstLine renders a recovered panic value on one line, cut short.
 func firstLine(v any) string {
-	s, _, _ := strings.Cut(fmt.Sprint(v), "\n")
+	s := strings.TrimSpace(fmt.Sprint(v))
+	s, _, _ = strings.Cut(s, "\n")
 	if len(s) > 200 {
 		s = s[:200] + "..."
 	}

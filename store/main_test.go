@@ -44,6 +44,8 @@ func runChild(role string) int {
 		err = footprintChild(dir)
 	case "idle":
 		err = idleChild(dir)
+	case "damage":
+		err = damageChild(dir)
 	default:
 		err = fmt.Errorf("unknown child role %q", role)
 	}
