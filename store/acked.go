@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // The acknowledged journal. badger's WAL is the only place where the newest
@@ -52,10 +54,11 @@ type ackJournal struct {
 	epoch uint64
 }
 
-// readAckJournal returns the entries of epoch in DIR/acked, oldest first,
-// and whether the file exists. Slots of another epoch (a store made anew)
-// and slots that fail their checksum (never written, or torn) are skipped.
-func readAckJournal(dir string, epoch uint64) ([]ackEntry, bool, error) {
+// readAckJournal returns the entries of epoch in DIR/acked after sequence
+// number after, in sequence order, and whether the file exists. Slots of
+// another epoch (a store made anew) and slots that fail their checksum
+// (never written, or torn) are skipped.
+func readAckJournal(dir string, epoch, after uint64) ([]ackEntry, bool, error) {
 	data, err := os.ReadFile(filepath.Join(dir, ackedFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -65,22 +68,12 @@ func readAckJournal(dir string, epoch uint64) ([]ackEntry, bool, error) {
 	}
 	var ents []ackEntry
 	for off := 0; off+slotSize <= len(data); off += slotSize {
-		if e, ok := decodeSlot(data[off:off+slotSize], epoch); ok {
+		if e, ok := decodeSlot(data[off:off+slotSize], epoch, after); ok {
 			ents = append(ents, e)
 		}
 	}
-	sortEntries(ents)
+	slices.SortFunc(ents, func(a, b ackEntry) int { return cmp.Compare(a.seq, b.seq) })
 	return ents, true, nil
-}
-
-// sortEntries sorts by sequence number (insertion sort on runs: the ring is
-// two sorted runs at most).
-func sortEntries(ents []ackEntry) {
-	for i := 1; i < len(ents); i++ {
-		for j := i; j > 0 && ents[j].seq < ents[j-1].seq; j-- {
-			ents[j], ents[j-1] = ents[j-1], ents[j]
-		}
-	}
 }
 
 // openAckJournal opens DIR/acked for writing, creating it (preallocated and
@@ -162,16 +155,17 @@ func (j *ackJournal) encodeSlot(b []byte, e ackEntry) []byte {
 	return b
 }
 
-func decodeSlot(s []byte, epoch uint64) (ackEntry, bool) {
+// decodeSlot decodes a slot of epoch holding a sequence number after after.
+func decodeSlot(s []byte, epoch, after uint64) (ackEntry, bool) {
+	seq := binary.BigEndian.Uint64(s[12:])
+	if seq <= after || binary.BigEndian.Uint64(s[4:]) != epoch {
+		return ackEntry{}, false
+	}
 	if binary.BigEndian.Uint32(s) != crc32.Checksum(s[4:slotSize], crcTable) {
 		return ackEntry{}, false
 	}
-	if binary.BigEndian.Uint64(s[4:]) != epoch {
-		return ackEntry{}, false
-	}
-	seq := binary.BigEndian.Uint64(s[12:])
 	n := int(s[20])
-	if seq == 0 || n > slotIDMax {
+	if n > slotIDMax {
 		return ackEntry{}, false
 	}
 	return ackEntry{seq: seq, id: append([]byte(nil), s[21:21+n]...)}, true

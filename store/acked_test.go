@@ -30,7 +30,7 @@ func TestAckJournalRing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, ok, err := readAckJournal(dir, 7)
+	got, ok, err := readAckJournal(dir, 7, 0)
 	if err != nil || !ok {
 		t.Fatalf("readAckJournal: %v, %v", ok, err)
 	}
@@ -43,14 +43,14 @@ func TestAckJournalRing(t *testing.T) {
 			t.Fatalf("entry %d: got %v, want %v", i, got[i], want[i])
 		}
 	}
-	if other, _, _ := readAckJournal(dir, 8); len(other) != 0 {
+	if other, _, _ := readAckJournal(dir, 8, 0); len(other) != 0 {
 		t.Errorf("another epoch reads %d entries", len(other))
 	}
 	// A flipped bit voids its slot only.
 	data, _ := os.ReadFile(filepath.Join(dir, ackedFile))
 	data[slotSize*5+30] ^= 1
 	os.WriteFile(filepath.Join(dir, ackedFile), data, 0o600)
-	if got, _, _ := readAckJournal(dir, 7); len(got) != len(want)-1 {
+	if got, _, _ := readAckJournal(dir, 7, 0); len(got) != len(want)-1 {
 		t.Errorf("after a flipped bit: %d entries, want %d", len(got), len(want)-1)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/ristretto/v2/z"
 )
 
 // Damage found before badger reads the files. badger parses its tables in
@@ -135,26 +136,43 @@ func (s *Store) checkTable(id uint64) error {
 	return nil
 }
 
-// verifyTable reads the table into memory (no mmap: a file cut short must
-// not fault) and runs badger's checks on it, recovering their panics.
+// verifyTable runs badger's checks on a table (footer, index checksum, every
+// block's checksum) on this goroutine, recovering their panics. The file is
+// mapped at its current size, so a table cut short is read no further than
+// its end.
 func verifyTable(path string, id uint64) (err error) {
-	data, err := os.ReadFile(path)
+	fi, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	if len(data) < 8 {
-		return fmt.Errorf("%d bytes, too short for a table", len(data))
+	if fi.Size() < 8 {
+		return fmt.Errorf("%d bytes, too short for a table", fi.Size())
+	}
+	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return err
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("unreadable (%d bytes): %s", len(data), firstLine(v))
+			err = fmt.Errorf("unreadable (%d bytes): %s", fi.Size(), firstLine(v))
 		}
+		munmap(mf)
 	}()
-	t, err := table.OpenInMemoryTable(data, id, &table.Options{ChkMode: options.OnTableRead, Compression: options.None})
+	// NoVerification: OpenTable would unmap the file itself when a block
+	// fails (and not when the index does); VerifyChecksum below checks every
+	// block all the same.
+	t, err := table.OpenTable(mf, table.Options{ChkMode: options.NoVerification, Compression: options.None})
 	if err != nil {
 		return err
 	}
-	return t.VerifyChecksum()
+	return t.VerifyChecksum() // not DecrRef: that would delete the file
+}
+
+// munmap releases a table mapped read-only, without badger's Close, which
+// would sync it.
+func munmap(mf *z.MmapFile) {
+	_ = z.Munmap(mf.Data)
+	_ = mf.Fd.Close()
 }
 
 // checkWAL moves aside a WAL too short to hold its header: badger refuses

@@ -116,7 +116,7 @@ func (s *Store) checkAcked(db *badger.DB) error {
 		return ioErr(s.dir, "read the loss record", err)
 	}
 	s.lastSeq = max(s.lastSeq, floor)
-	ents, _, err := readAckJournal(s.dir, s.epoch)
+	ents, _, err := readAckJournal(s.dir, s.epoch, s.lastSeq)
 	if err != nil {
 		return ioErr(s.dir, "read "+ackedFile, err)
 	}
@@ -134,13 +134,13 @@ func (s *Store) checkAcked(db *badger.DB) error {
 	return nil
 }
 
-// lossOf works out the loss from the journal's entries (in sequence order)
-// and the last sequence number the database kept.
+// lossOf works out the loss from the journal's entries after the last
+// sequence number the database kept, in sequence order.
 func lossOf(ents []ackEntry, kept uint64, now time.Time) Loss {
 	l := Loss{FoundAt: now, Acked: ents[len(ents)-1].seq, Kept: kept}
 	seen := map[string]bool{}
 	named := uint64(0)
-	for i := len(ents) - 1; i >= 0 && ents[i].seq > kept; i-- {
+	for i := len(ents) - 1; i >= 0; i-- {
 		e := ents[i]
 		named++
 		if !seen[string(e.id)] {
