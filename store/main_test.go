@@ -39,7 +39,9 @@ func runChild(role string) int {
 	case "lock":
 		err = lockChild(dir)
 	case "crash":
-		err = crashChild(dir)
+		err = crashChild(dir, false)
+	case "crash-compacting":
+		err = crashChild(dir, true)
 	case "footprint":
 		err = footprintChild(dir)
 	case "idle":
