@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/internal/testfs"
 )
 
 // A device whose store came back short after a crash (its WAL lost its
@@ -48,7 +49,7 @@ func TestLossHealsFromPeer(t *testing.T) {
 
 	// What a crash leaves of B, then its newest WAL loses half of it.
 	crashed := filepath.Join(tempDir(t), "data")
-	copyRegular(t, bDir, crashed)
+	testfs.CopyTree(t, bDir, crashed)
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestLossHealsFromPeer(t *testing.T) {
 	// into B has passed: a new write of B reaches A.
 	mustDo(b2c.SetPosition(ctx, keyA, 7, 0.1, "after the loss"))(t)
 	waitBook(t, a.client, keyA, "A to receive B's write after the loss", func(bk api.Book) bool { return bk.Position != nil && bk.Position.Char == 7 })
-	waitFor(t, "B to get its lost books back from A", time.Minute, func() bool {
+	poll.Until(t, "B to get its lost books back from A", time.Minute, func() bool {
 		for i := range books {
 			bk, err := b2c.Book(ctx, key(i))
 			if err != nil || bk.Position == nil || bk.Position.Char != uint64(100+i) {
@@ -86,30 +87,4 @@ func TestLossHealsFromPeer(t *testing.T) {
 		}
 		return true
 	})
-}
-
-// copyRegular copies the regular files of a data dir (not its socket).
-func copyRegular(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(dst, 0o700)
-		case !d.Type().IsRegular():
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, data, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

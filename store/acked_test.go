@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/testfs"
 )
 
 // The journal keeps the last ackSlots changes across the ring's wrap, and
@@ -70,7 +71,7 @@ func TestLossFoundAtOpen(t *testing.T) {
 	acked := s.LastSeq()
 	// What a power cut leaves, then the WAL loses its tail.
 	crashed := filepath.Join(t.TempDir(), "store")
-	copyDir(t, dir, crashed)
+	testfs.CopyTree(t, dir, crashed)
 	mems, _ := filepath.Glob(filepath.Join(crashed, "db", "*.mem"))
 	slices.Sort(mems)
 	wal := mems[len(mems)-1]
@@ -119,7 +120,7 @@ func TestNoLossOnCleanReopen(t *testing.T) {
 		apply(t, s, Batch{Entries: []crdt.Entry{pos(t, i, uint64(100+i), 1)}})
 	}
 	crashed := filepath.Join(t.TempDir(), "store")
-	copyDir(t, dir, crashed)
+	testfs.CopyTree(t, dir, crashed)
 	s.Close()
 	for _, d := range []string{dir, crashed} {
 		r := open(t, d, Options{IdleClose: -1})

@@ -118,21 +118,16 @@ func (s *Store) checkTable(id uint64) error {
 		return ioErr(s.dir, "look at "+name, err)
 	}
 	key := tableCheck{name, fi.Size()}
-	s.checkMu.Lock()
-	_, done := s.verified[key]
-	s.checkMu.Unlock()
-	if done {
+	if s.verified[key] { // under mu, which openDB runs under (or before Open returns)
 		return nil
 	}
 	if err := verifyTable(path, id); err != nil {
 		return damagedFile(s.dir, name, "%v", err)
 	}
-	s.checkMu.Lock()
 	if s.verified == nil {
 		s.verified = map[tableCheck]bool{}
 	}
 	s.verified[key] = true
-	s.checkMu.Unlock()
 	return nil
 }
 

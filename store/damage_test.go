@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/testfs"
 )
 
 // The damage matrix (issue 13): a store with acknowledged writes, some in
@@ -142,7 +142,7 @@ func TestDamageMatrix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
-			copyDir(t, base, dir)
+			testfs.CopyTree(t, base, dir)
 			file := tc.damage(t, dir)
 			out := openInChild(t, dir)
 			missing := missingBooks(acked, out.Books)
@@ -215,7 +215,7 @@ func damageBase(t *testing.T) (string, map[int]bookState) {
 	write(s, 3000, rng)
 	waitCompacted(t, s)
 	base := filepath.Join(t.TempDir(), "base")
-	copyDir(t, dir, base)
+	testfs.CopyTree(t, dir, base)
 	return base, acked
 }
 
@@ -316,29 +316,6 @@ func truncate(t *testing.T, path string, size int64) {
 func remove(t *testing.T, path string) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// copyDir copies the regular files of a store directory tree.
-func copyDir(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o700)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, data, 0o600)
-	})
-	if err != nil {
-		t.Fatalf("copy %s: %v", from, err)
 	}
 }
 

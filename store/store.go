@@ -18,12 +18,12 @@ import (
 
 // Store is a device's durable library state. It is safe for concurrent use.
 //
-// Lock order. The six mutexes below guard separate concerns and are held
+// Lock order. The seven mutexes below guard separate concerns and are held
 // briefly; only one nesting exists: smu (the syncer) may take qmu (to read
 // failed) and then stateMu (publish). Nothing takes smu while holding
-// another, and mu, secMu and walMu are never held while taking any other
-// lock (Close, compact and updateSecrets release qmu before taking mu or
-// secMu). Keep it so: a new nesting must be added here, in this order.
+// another, and mu, secMu, walMu and jmu are never held while taking any
+// other lock (Close, compact and updateSecrets release qmu before taking mu
+// or secMu). Keep it so: a new nesting must be added here, in this order.
 type Store struct {
 	dir   string // the data directory, absolute
 	dbDir string // badger's directory inside it
@@ -40,12 +40,9 @@ type Store struct {
 	watch   chan struct{}
 	loss    *Loss // the last loss of acknowledged changes found at open
 
-	// The acknowledged journal (acked.go) and the tables verified before
-	// badger opened them (damage.go).
-	jmu      sync.Mutex
-	journal  *ackJournal
-	checkMu  sync.Mutex
-	verified map[tableCheck]bool
+	// The acknowledged journal (acked.go), its writes under jmu.
+	jmu     sync.Mutex
+	journal *ackJournal
 
 	secMu   sync.Mutex
 	secrets secrets
@@ -57,7 +54,8 @@ type Store struct {
 	users      int
 	timer      *time.Timer
 	closed     bool
-	opens      int // badger opens so far, for tests
+	opens      int                 // badger opens so far, for tests
+	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	compacting bool
 	maint      sync.WaitGroup
 
