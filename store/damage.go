@@ -28,8 +28,10 @@ import (
 //   - every table the MANIFEST lists must exist and pass badger's own
 //     checks (footer, index checksum, every block's checksum). Tables are
 //     immutable, so each is verified once per process;
-//   - a WAL too short to hold its header is moved aside to DIR/damaged
-//     (its writes are gone; the acknowledged journal says which).
+//   - a WAL or value log too short to hold its header, and a KEYREGISTRY
+//     that does not read, are moved aside to DIR/damaged (a WAL's writes
+//     are gone, and the acknowledged journal says which; the value log and
+//     the registry hold nothing: every value is inline, nothing encrypted).
 //
 // Every refusal names the file and says what to do (repairAdvice).
 
@@ -60,14 +62,17 @@ func (s *Store) checkFiles() error {
 		switch ext := filepath.Ext(name); {
 		case name == manifestName:
 			manifest = true
-		case ext == ".sst" || ext == ".mem":
-			data = name
-			if ext == ".mem" {
-				if err := s.checkWAL(name); err != nil {
-					return err
-				}
+		case ext == ".sst" || (ext == ".mem" && data == ""):
+			data = name // a table, if any, else a WAL
+		}
+		if ext := filepath.Ext(name); ext == ".mem" || ext == ".vlog" {
+			if err := s.checkLog(name); err != nil {
+				return err
 			}
 		}
+	}
+	if err := s.checkKeyRegistry(); err != nil {
+		return err
 	}
 	if !manifest {
 		if data != "" {
@@ -149,7 +154,7 @@ func verifyTable(path string, id uint64) (err error) {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("unreadable (%d bytes): %s", fi.Size(), firstLine(v))
+			err = fmt.Errorf("cut short or damaged: badger cannot parse it (%d bytes; %s)", fi.Size(), firstLine(v))
 		}
 		munmap(mf)
 	}()
@@ -170,17 +175,42 @@ func munmap(mf *z.MmapFile) {
 	_ = mf.Fd.Close()
 }
 
-// checkWAL moves aside a WAL too short to hold its header: badger refuses
-// it, and it holds nothing.
-func (s *Store) checkWAL(name string) error {
-	path := filepath.Join(s.dbDir, name)
-	fi, err := os.Stat(path)
+// checkLog moves aside a WAL or value log too short to hold its header:
+// badger refuses it ("Create a new file"), and it holds nothing. What a WAL
+// held is lost; the acknowledged journal says which changes.
+func (s *Store) checkLog(name string) error {
+	fi, err := os.Stat(filepath.Join(s.dbDir, name))
 	if err != nil {
 		return ioErr(s.dir, "look at "+name, err)
 	}
 	if fi.Size() >= walHeader {
 		return nil
 	}
+	return s.moveAside(name, fmt.Sprintf("a log was cut to %d bytes; the writes it held are lost", fi.Size()))
+}
+
+// checkKeyRegistry moves aside a KEYREGISTRY badger cannot read. The store
+// uses no encryption, so it holds no key, and badger writes a new one.
+func (s *Store) checkKeyRegistry() (err error) {
+	if _, err := os.Stat(filepath.Join(s.dbDir, badger.KeyRegistryFileName)); err != nil {
+		return nil // badger makes it, or says why it cannot
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%s", firstLine(v))
+		}
+		if err != nil {
+			err = s.moveAside(badger.KeyRegistryFileName, fmt.Sprintf("it does not read (%v); the store uses no encryption, so it held no key", err))
+		}
+	}()
+	_, err = badger.OpenKeyRegistry(badger.KeyRegistryOptions{Dir: s.dbDir, ReadOnly: true})
+	return err
+}
+
+// moveAside moves a damaged file of the database into DIR/damaged, logging
+// why.
+func (s *Store) moveAside(name, why string) error {
+	path := filepath.Join(s.dbDir, name)
 	aside := filepath.Join(s.dir, damagedDir, fmt.Sprintf("%s-%s", time.Now().UTC().Format("20060102T150405Z"), name))
 	if err := os.MkdirAll(filepath.Dir(aside), 0o700); err != nil {
 		return ioErr(s.dir, "make "+damagedDir, err)
@@ -191,8 +221,7 @@ func (s *Store) checkWAL(name string) error {
 	if err := syncDir(s.dbDir); err != nil {
 		return ioErr(s.dir, "move "+name+" aside", err)
 	}
-	s.log.Error("store: a write-ahead log was cut to nothing; moved it aside, the writes it held are lost",
-		"file", path, "bytes", fi.Size(), "moved_to", aside)
+	s.log.Error("store: a damaged file was moved aside", "file", path, "why", why, "moved_to", aside)
 	return nil
 }
 

@@ -132,6 +132,41 @@ func TestDamageMatrix(t *testing.T) {
 			flipBits(t, manifest(dir), 16, 8, fi.Size())
 			return manifest(dir)
 		}, "refused", "danyue repair"},
+		{"MANIFEST cut short", func(t *testing.T, dir string) string {
+			fi, _ := os.Stat(manifest(dir))
+			truncate(t, manifest(dir), fi.Size()-3)
+			return manifest(dir)
+		}, "any", "danyue repair"},
+		{"value log cut to 0 bytes", func(t *testing.T, dir string) string {
+			vlogs, _ := filepath.Glob(filepath.Join(dir, "db", "*.vlog"))
+			slices.Sort(vlogs)
+			truncate(t, vlogs[len(vlogs)-1], 0)
+			return vlogs[len(vlogs)-1]
+		}, "any", "danyue repair"},
+		{"16 bit flips in the value log", func(t *testing.T, dir string) string {
+			vlogs, _ := filepath.Glob(filepath.Join(dir, "db", "*.vlog"))
+			slices.Sort(vlogs)
+			p := vlogs[len(vlogs)-1]
+			fi, _ := os.Stat(p)
+			flipBits(t, p, 16, 0, min(fi.Size(), 4096))
+			return p
+		}, "any", "danyue repair"},
+		{"KEYREGISTRY cut to 0 bytes", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "db", "KEYREGISTRY")
+			truncate(t, p, 0)
+			return p
+		}, "any", "danyue repair"},
+		{"16 bit flips in KEYREGISTRY", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "db", "KEYREGISTRY")
+			fi, _ := os.Stat(p)
+			flipBits(t, p, 16, 0, fi.Size())
+			return p
+		}, "any", "danyue repair"},
+		{"DISCARD cut to 0 bytes", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "db", "DISCARD")
+			truncate(t, p, 0)
+			return p
+		}, "any", "danyue repair"},
 		{"secrets truncated", func(t *testing.T, dir string) string {
 			p := filepath.Join(dir, secretsFile)
 			fi, _ := os.Stat(p)
