@@ -84,11 +84,15 @@ func (s *Store) checkFiles() error {
 	if err != nil {
 		return err
 	}
+	verified := make(map[tableCheck]bool, len(mf.Tables))
 	for id := range mf.Tables {
-		if err := s.checkTable(id); err != nil {
+		key, err := s.checkTable(id)
+		if err != nil {
 			return err
 		}
+		verified[key] = true
 	}
+	s.verified = verified // only the tables of now: compactions replace them
 	return nil
 }
 
@@ -111,29 +115,27 @@ func (s *Store) readManifest() (mf badger.Manifest, err error) {
 	return mf, nil
 }
 
-// checkTable verifies table id, once per process for a given size.
-func (s *Store) checkTable(id uint64) error {
+// checkTable verifies table id, unless it was verified at this size before
+// in this process (tables are immutable), and returns its key in verified.
+// verified is under mu, which openDB runs under (or before Open returns).
+func (s *Store) checkTable(id uint64) (tableCheck, error) {
 	name := table.IDToFilename(id)
 	path := filepath.Join(s.dbDir, name)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return damagedFile(s.dir, name, "is missing, although the MANIFEST lists it")
+		return tableCheck{}, damagedFile(s.dir, name, "is missing, although the MANIFEST lists it")
 	}
 	if err != nil {
-		return ioErr(s.dir, "look at "+name, err)
+		return tableCheck{}, ioErr(s.dir, "look at "+name, err)
 	}
 	key := tableCheck{name, fi.Size()}
-	if s.verified[key] { // under mu, which openDB runs under (or before Open returns)
-		return nil
+	if s.verified[key] {
+		return key, nil
 	}
 	if err := verifyTable(path, id); err != nil {
-		return damagedFile(s.dir, name, "%v", err)
+		return tableCheck{}, damagedFile(s.dir, name, "%v", err)
 	}
-	if s.verified == nil {
-		s.verified = map[tableCheck]bool{}
-	}
-	s.verified[key] = true
-	return nil
+	return key, nil
 }
 
 // verifyTable runs badger's checks on a table (footer, index checksum, every
