@@ -43,6 +43,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 		st.KosyncURLs = reachableURLs(st.Kosync, prefix)
 	}
 	st.ClockWarnings = d.clockWarnings()
+	st.StoreLoss = storeLoss(d.store)
 	if node != nil {
 		ns := node.Stats()
 		st.Traffic = api.Traffic{BytesSent: ns.BytesSent, BytesReceived: ns.BytesReceived, RecordsSent: ns.RecordsSent, RecordsReceived: ns.RecordsReceived}

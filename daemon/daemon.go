@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if err := ensurePrivateDir(cfg.DataDir, cfg.Logger); err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "store"), store.Options{Logger: cfg.Logger.With("component", "store")})
+	st, err := store.Open(ctx, storeDir(cfg.DataDir), store.Options{Logger: cfg.Logger.With("component", "store")})
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,25 @@
 //     survives a crash of danyue (the pages belong to the system cache), but
 //     a power cut right after the acknowledgement may lose it.
 //
+// # Damage
+//
+// A damaged disk or file never loses data silently and never panics the
+// process. Beside badger's WAL the store keeps DIR/acked, a preallocated
+// ring of the last 16384 acknowledged changes (sequence number and record
+// id, each slot with a checksum), written and synced beside the WAL in every
+// group commit (acked.go). At open, if the database holds fewer changes than
+// the journal says were acknowledged (badger replays a damaged or cut WAL up
+// to the damage and drops the rest without a word), the store logs an error
+// naming the lost records, keeps the report (Loss), continues its sequence
+// after the last acknowledged change and forgets its cursors into its peers,
+// so that they send everything again (loss.go). Before every open of the
+// database it checks the files badger would otherwise parse in goroutines
+// where a panic cannot be recovered: the MANIFEST, and every table it lists
+// (badger's checks of footer, index and block checksums, once per table per
+// process); a WAL cut to nothing is moved aside to DIR/damaged (damage.go).
+// What cannot be read is refused with ErrCorrupt naming the file, and Repair
+// moves the database aside so that a new one starts, keeping DIR/secrets.
+//
 // # Footprint
 //
 // badger is tuned for a background process (options.go): 4 MB memtables,

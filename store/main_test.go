@@ -39,11 +39,15 @@ func runChild(role string) int {
 	case "lock":
 		err = lockChild(dir)
 	case "crash":
-		err = crashChild(dir)
+		err = crashChild(dir, false)
+	case "crash-compacting":
+		err = crashChild(dir, true)
 	case "footprint":
 		err = footprintChild(dir)
 	case "idle":
 		err = idleChild(dir)
+	case "damage":
+		err = damageChild(dir)
 	default:
 		err = fmt.Errorf("unknown child role %q", role)
 	}

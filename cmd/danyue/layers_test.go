@@ -42,6 +42,7 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/kosyncattack": nil,
 		"internal/procstat":        nil,
 		"internal/connlimit":       nil,
+		"internal/testfs":          nil,
 		"internal/poll":            nil,
 		"internal/keyalgo":         nil,
 		"pair":                     nil,

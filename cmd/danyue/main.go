@@ -42,6 +42,7 @@ func commands() []command {
 		inviteCommand(),
 		joinCommand(),
 		syncCommand(),
+		repairCommand(),
 		kosyncCommand(),
 		keyCommand(),
 		serviceCommand(),

@@ -65,6 +65,19 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, w := range st.ClockWarnings {
 		fmt.Fprintf(e.stdout, "warning: %s\n", printable(w.Warning))
 	}
+	if l := st.StoreLoss; l != nil {
+		fmt.Fprintf(e.stdout, "error: %s\n", l.Warning)
+		const show = 20
+		for _, r := range l.Records[:min(len(l.Records), show)] {
+			fmt.Fprintf(e.stdout, "  lost: %s\n", r)
+		}
+		if len(l.Records) > show {
+			fmt.Fprintf(e.stdout, "  lost: %d more records (danyue status --json lists them)\n", len(l.Records)-show)
+		}
+		if l.Unnamed > 0 {
+			fmt.Fprintf(e.stdout, "  lost: %d more changes to records no longer known\n", l.Unnamed)
+		}
+	}
 	return nil
 }
 

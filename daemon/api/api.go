@@ -106,6 +106,23 @@ type Status struct {
 	// than a minute ahead of this device's clock since the daemon started:
 	// the writers, whichever peer relayed the writes. Never null.
 	ClockWarnings []ClockWarning `json:"clockWarnings"`
+	// StoreLoss is what the store found missing when it last opened:
+	// changes it had acknowledged that its database did not bring back (a
+	// damaged disk or file). Nil when nothing was lost.
+	StoreLoss *StoreLoss `json:"storeLoss"`
+}
+
+// StoreLoss names the acknowledged changes the store lost. The daemon asked
+// every peer to send everything again when it found them, so what a peer
+// held comes back.
+type StoreLoss struct {
+	FoundAt string `json:"foundAt"` // RFC 3339, UTC
+	Changes uint64 `json:"changes"` // acknowledged changes lost
+	// Records are the records those changes were to, each once, oldest
+	// change first, such as "book md5:..." (at most 1000). Never null.
+	Records []string `json:"records"`
+	Unnamed uint64   `json:"unnamed"` // lost changes whose record is not known
+	Warning string   `json:"warning"` // a sentence for a person
 }
 
 // ClockWarning is a device whose clock is ahead, as its writes show.
