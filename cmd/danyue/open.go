@@ -37,7 +37,7 @@ func runOpen(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		var apiErr *client.APIError
 		if errors.As(err, &apiErr) && apiErr.Code == api.CodeUnavailable {
-			return fmt.Errorf("%s\nThe page is served on the daemon's --http listener: restart it with `danyue daemon --data %s --http 127.0.0.1:7100`", apiErr.Detail, *cf.data)
+			return fmt.Errorf("the page is served on the daemon's --http listener, and this daemon has none: restart it with `danyue daemon --data %s --http 127.0.0.1:7100`", *cf.data)
 		}
 		return cf.explain(err)
 	}
