@@ -173,6 +173,8 @@ func TestWebPageInBrowser(t *testing.T) {
 		t.Fatalf("invite code on the page: %q", code)
 	}
 	shot("5-invite.png")
+	run(t, bctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+	shot("6-desktop.png")
 
 	// With the session but from another site, or without the form token,
 	// a POST changes nothing.
