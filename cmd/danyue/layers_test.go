@@ -32,7 +32,7 @@ func TestLayers(t *testing.T) {
 		"daemon/api":               nil,
 		"daemon/client":            {"daemon/api"},
 		"daemon/kosync":            {"crdt", "internal/connlimit"},
-		"daemon/web":               {"daemon/api"},
+		"daemon/web":               {"daemon/api", "internal/qrterm"},
 		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
 		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt"},

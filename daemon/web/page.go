@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	qrcode "github.com/skip2/go-qrcode"
-
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/internal/qrterm"
 )
 
 var pageTmpl = template.Must(template.New("").ParseFS(assets, "assets/page.html"))
@@ -286,11 +285,10 @@ func makeChart(d api.Daily) chart {
 // qrSVG draws code as an inline SVG QR code: one path of unit squares. It
 // is inline (not an image URL) so the page's CSP needs no data: source.
 func qrSVG(code string) (template.HTML, error) {
-	q, err := qrcode.New(code, qrcode.Medium)
+	bits, err := qrterm.Matrix(code)
 	if err != nil {
 		return "", fmt.Errorf("QR code of the invite: %w", err)
 	}
-	bits := q.Bitmap()
 	var path strings.Builder
 	for y, line := range bits {
 		for x, dark := range line {
