@@ -339,3 +339,41 @@ func TestSessionsBounded(t *testing.T) {
 		t.Fatalf("%d tokens kept, limit %d", len(s.tokens), maxTokens)
 	}
 }
+
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{duration(0), "0"},
+		{duration(40_000), "40 s"},
+		{duration(12 * 60_000), "12 min"},
+		{duration(125 * 60_000), "2 h 05 min"},
+		{offsetText(0), "same"},
+		{offsetText(1500), "1.5s ahead"},
+		{offsetText(-90_000), "1m30s behind"},
+		{ago(30 * time.Second), "just now"},
+		{ago(5 * time.Minute), "5 min ago"},
+		{ago(3 * time.Hour), "3 h ago"},
+		{ago(72 * time.Hour), "3 days ago"},
+		{ago(-time.Hour), "later than this device's clock"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+func TestChartScalesToTheBusiestDay(t *testing.T) {
+	c := makeChart(api.Daily{Days: []api.Day{{Day: "a", Ms: 0}, {Day: "b", Ms: 1}, {Day: "c", Ms: 3_600_000}}, TotalMs: 3_600_001})
+	if len(c.Bars) != 3 || c.Width != 3*barStep {
+		t.Fatalf("bars %d, width %d", len(c.Bars), c.Width)
+	}
+	for i, want := range []int{0, 1, chartHeight} {
+		if b := c.Bars[i]; b.H != want || b.Y+b.H != chartHeight {
+			t.Errorf("bar %d: height %d at y %d, want height %d on the baseline", i, b.H, b.Y, want)
+		}
+	}
+	if empty := makeChart(api.Daily{Days: []api.Day{{Day: "a"}}}); empty.Bars[0].H != 0 {
+		t.Error("a day without reading has a bar")
+	}
+}
