@@ -80,6 +80,10 @@ func (b webBackend) Books(ctx context.Context) ([]api.Book, error) {
 	return books, err
 }
 
+func (b webBackend) Kosync(ctx context.Context) ([]api.KosyncProgress, error) {
+	return b.d.kosyncProgress(ctx)
+}
+
 func (b webBackend) Daily(ctx context.Context, days int) (api.Daily, error) {
 	return b.d.daily(ctx, days)
 }

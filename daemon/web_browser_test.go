@@ -57,7 +57,7 @@ func artifacts(t *testing.T) string {
 func TestWebPageInBrowser(t *testing.T) {
 	exe := chromium(t)
 	shots := artifacts(t)
-	a := startDaemon(t, func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0" })
+	a := startDaemon(t, withKosync(func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0" }))
 	b := startDaemon(t, func(c *Config) { c.Name = "phone" })
 	ctx := ctxT(t)
 	joinLibrary(t, a, b)
@@ -70,6 +70,13 @@ func TestWebPageInBrowser(t *testing.T) {
 		bk, err := a.client.Book(ctx, keyA)
 		return err == nil && bk.Title == title
 	})
+	// A Kobo reads the same book through A's kosync listener; the phone
+	// keyed the file, which links KOReader's document to the book.
+	mustDo(a.client.KosyncAddUser(ctx, "alice", aliceKey))(t)
+	pushProgress(t, a, "alice", aliceKey, kobo, "/body/DocFragment[3]", 0.33)
+	if err := b.client.KosyncLink(ctx, kobo, keyA, ""); err != nil {
+		t.Fatal(err)
+	}
 
 	base := "http://" + a.HTTPAddr()
 	login := mustDo(a.client.WebLogin(ctx))(t)
@@ -124,6 +131,7 @@ func TestWebPageInBrowser(t *testing.T) {
 	if got := text(book); !strings.Contains(got, title) || !strings.Contains(got, "12.0%") || !strings.Contains(got, "read 25 min") {
 		t.Fatalf("the book on the shelf: %q", got)
 	}
+	waitText("KOReader's progress under the book's title", book, "KOReader 33.0% · alice on")
 	waitText("the live stream to open", "#live-state", "live")
 	shot("1-shelf.png")
 
@@ -143,6 +151,9 @@ func TestWebPageInBrowser(t *testing.T) {
 	mustDo(b.client.Delete(ctx, keyA))(t)
 	gone := `#deleted li[data-key="` + keyA + `"]`
 	waitText("the deleted book", gone, "deleted by phone")
+	if got := text(gone); !strings.Contains(got, "KOReader 33.0%") {
+		t.Fatalf("the deleted book lost its KOReader progress: %q", got)
+	}
 	if text(book) != "" {
 		t.Fatal("the deleted book is still on the shelf")
 	}
@@ -179,6 +190,10 @@ func TestWebPageInBrowser(t *testing.T) {
 	// With the session but from another site, or without the form token,
 	// a POST changes nothing.
 	mustDo(b.client.Delete(ctx, keyB))(t)
+	poll.Until(t, "the page's daemon to have the delete", 10*time.Second, func() bool {
+		bk, err := a.client.Book(ctx, keyB)
+		return err == nil && bk.Deleted
+	})
 	for name, hdr := range map[string]http.Header{
 		"other origin":  {"Origin": {"http://evil.test"}},
 		"no form token": {"Origin": {base}},

@@ -34,10 +34,13 @@ type view struct {
 	// Hidden counts the books the search or the size cap left out.
 	Hidden  int
 	Deleted []bookRow
-	Chart   chart
-	CSRF    string
-	Invite  *invite
-	Clock   []api.ClockWarning
+	// Koreader is KOReader's progress in documents that are not a book
+	// on the shelf: not linked yet (danyue key links them), or deleted.
+	Koreader []koRow
+	Chart    chart
+	CSRF     string
+	Invite   *invite
+	Clock    []api.ClockWarning
 }
 
 type peerRow struct {
@@ -56,6 +59,16 @@ type bookRow struct {
 	Read, Here string
 	DeletedBy  string
 	DeletedAt  when
+	// Koreader is KOReader's progress in this book, from linked documents.
+	Koreader []koRow
+}
+
+// koRow is one KOReader account's place in one document.
+type koRow struct {
+	Title, Document string
+	Percent         float64
+	User, Device    string
+	At              when
 }
 
 type place struct {
@@ -84,6 +97,10 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 	if err != nil {
 		return err
 	}
+	ko, err := s.b.Kosync(ctx)
+	if err != nil {
+		return err
+	}
 	daily, err := s.b.Daily(ctx, chartDays)
 	if err != nil {
 		return err
@@ -107,6 +124,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 		})
 	}
 	v.Shelf, v.Deleted, v.Hidden = shelf(books, v.Q, now)
+	v.Koreader = koreader(v.Shelf, v.Deleted, books, ko, v.Q, now)
 	if inviteCode != "" {
 		qr, err := qrSVG(inviteCode)
 		if err != nil {
@@ -154,6 +172,39 @@ func shelf(books []api.Book, q string, now time.Time) (shown, deleted []bookRow,
 		deleted = append(deleted, row(b, now))
 	}
 	return shown, deleted, hidden
+}
+
+// koreader puts each KOReader place under the shown book it is linked to,
+// on the shelf or deleted, and returns those of the other documents (not
+// linked, or linked to a book this device does not show) that match q. A
+// place in a book the search hides is hidden with it.
+func koreader(shown, deleted []bookRow, books []api.Book, ko []api.KosyncProgress, q string, now time.Time) (others []koRow) {
+	byKey := make(map[string]*bookRow, len(shown)+len(deleted))
+	for _, rows := range [][]bookRow{shown, deleted} {
+		for i := range rows {
+			byKey[rows[i].Key] = &rows[i]
+		}
+	}
+	onShelf := make(map[string]bool, len(books))
+	for _, b := range books {
+		onShelf[b.Key] = !b.Deleted
+	}
+	q = strings.ToLower(q)
+	for _, p := range ko {
+		r := koRow{
+			Title: cmp.Or(p.Title, p.Document), Document: p.Document, Percent: p.Percentage * 100,
+			User: p.User, Device: cmp.Or(p.Device, p.DeviceID), At: whenOf(&p.At, now),
+		}
+		switch b := byKey[p.BookKey]; {
+		case p.BookKey != "" && b != nil:
+			b.Koreader = append(b.Koreader, r)
+		case p.BookKey != "" && onShelf[p.BookKey]:
+			// on the shelf, hidden by the search
+		case q == "" || strings.Contains(strings.ToLower(r.Title), q) || strings.Contains(r.Document, q):
+			others = append(others, r)
+		}
+	}
+	return others
 }
 
 func row(b api.Book, now time.Time) bookRow {

@@ -29,6 +29,9 @@ type Backend interface {
 	Status(ctx context.Context) (api.Status, error)
 	// Books is every book this device knows, deleted ones too.
 	Books(ctx context.Context) ([]api.Book, error)
+	// Kosync is every KOReader account's place in every document, with
+	// the book a document is linked to.
+	Kosync(ctx context.Context) ([]api.KosyncProgress, error)
 	// Daily is this device's reading time for the last days days.
 	Daily(ctx context.Context, days int) (api.Daily, error)
 	// Restore brings a deleted book back on every device.

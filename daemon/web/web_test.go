@@ -36,6 +36,13 @@ func (f *fakeBackend) Books(context.Context) ([]api.Book, error) {
 	return append([]api.Book(nil), f.books...), nil
 }
 
+func (f *fakeBackend) Kosync(context.Context) ([]api.KosyncProgress, error) {
+	return []api.KosyncProgress{
+		{User: "alice", Document: "0b229176d4e8db7f6d2b5a4952368d7a", Percentage: 0.42, Device: "Kobo Libra 2", At: "2026-12-01T11:00:00Z", BookKey: "md5:old", Title: "围城"},
+		{User: "alice", Document: "ffff0000ffff0000ffff0000ffff0000", Percentage: 0.07, Device: "Kindle", At: "2026-12-01T08:00:00Z"},
+	}, nil
+}
+
 func (f *fakeBackend) Daily(_ context.Context, days int) (api.Daily, error) {
 	d := api.Daily{}
 	for i := range days {
@@ -237,6 +244,17 @@ func TestPageShowsLibraryEscaped(t *testing.T) {
 	_, deleted, _ := strings.Cut(body, `id="deleted"`)
 	if !strings.Contains(deleted, "Gone") || !strings.Contains(deleted, "deleted by phone") {
 		t.Error("the deleted book or who deleted it is missing")
+	}
+	// KOReader's progress under the linked book; the unlinked document by
+	// its id, apart.
+	_, old, _ := strings.Cut(body, `data-key="md5:old"`)
+	old, _, _ = strings.Cut(old, "</li>")
+	if !strings.Contains(old, "KOReader 42.0% · alice on Kobo Libra 2") {
+		t.Errorf("no KOReader progress under the linked book: %q", old)
+	}
+	_, others, _ := strings.Cut(body, `id="koreader"`)
+	if !strings.Contains(others, "ffff0000ffff0000ffff0000ffff0000") || strings.Contains(others, "Kobo Libra 2") {
+		t.Errorf("other KOReader documents: %q", others)
 	}
 	for _, want := range []string{"phone", "connected", "in sync", "1.5s behind", `<meta name="viewport"`, `<rect x=`} {
 		if !strings.Contains(body, want) {
