@@ -53,6 +53,7 @@ func (d *Daemon) routeTable() []route {
 		{"GET", "/v1/kosync/progress", permRead, d.handleKosyncProgress},
 		{"PUT", "/v1/kosync/links/{document}", permWrite, d.handleKosyncLink},
 		{"GET", "/v1/openapi.json", permRead, handleOpenAPI},
+		{"POST", "/v1/web/login-token", permAdmin, d.handleWebLoginToken},
 	}
 }
 
@@ -72,9 +73,8 @@ func (d *Daemon) routes() http.Handler {
 			d.writeError(w, r, "", errorf(http.StatusMethodNotAllowed, api.CodeMethod, "%s %s is not supported; use %s", r.Method, r.URL.Path, allow))
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		d.writeError(w, r, "", errorf(http.StatusNotFound, api.CodeNotFound, "no endpoint %s; see /v1/openapi.json", r.URL.Path))
-	})
+	// Everything else is the status page, on the TCP listener (web.go).
+	mux.HandleFunc("/", d.serveStatusPage)
 	return mux
 }
 

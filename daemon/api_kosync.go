@@ -124,9 +124,20 @@ func isLowerHexMD5(s string) bool {
 }
 
 func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) error {
+	list, err := d.kosyncProgress(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.KosyncProgressList{Progress: list})
+	return nil
+}
+
+// kosyncProgress is every KOReader account's place in every document, named
+// by the linked book, most recent first: for the API and the page.
+func (d *Daemon) kosyncProgress(ctx context.Context) ([]api.KosyncProgress, error) {
 	v := d.viewer()
 	list := []api.KosyncProgress{}
-	err := d.store.Scan(r.Context(), crdt.KindKosyncProgress, func(e crdt.Entry) error {
+	err := d.store.Scan(ctx, crdt.KindKosyncProgress, func(e crdt.Entry) error {
 		if p := &e.KosyncProgress; !p.At.IsZero() {
 			list = append(list, api.KosyncProgress{
 				User: p.User, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage,
@@ -137,7 +148,7 @@ func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) er
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The books the documents are, looked up once per document.
 	books := map[string][2]string{}
@@ -145,8 +156,8 @@ func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) er
 		doc := list[i].Document
 		b, ok := books[doc]
 		if !ok {
-			if b, err = d.kosyncBook(r.Context(), doc); err != nil {
-				return err
+			if b, err = d.kosyncBook(ctx, doc); err != nil {
+				return nil, err
 			}
 			books[doc] = b
 		}
@@ -154,8 +165,7 @@ func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) er
 	}
 	// Most recent first, like the shelf.
 	slices.SortStableFunc(list, func(a, b api.KosyncProgress) int { return strings.Compare(b.Stamp, a.Stamp) })
-	writeJSON(w, http.StatusOK, api.KosyncProgressList{Progress: list})
-	return nil
+	return list, nil
 }
 
 // handleKosyncLink records which book a KOReader document is: what keying

@@ -18,6 +18,12 @@ import (
 )
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, d.status())
+	return nil
+}
+
+// status is this device, its library and its peers, for the API and the page.
+func (d *Daemon) status() api.Status {
 	lib, _ := d.store.Library()
 	peers := d.peers()
 	st := api.Status{
@@ -51,8 +57,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			st.Addresses = append(st.Addresses, a.String())
 		}
 	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return st
 }
 
 func (d *Daemon) handlePeers(w http.ResponseWriter, r *http.Request) error {
@@ -149,11 +154,21 @@ func (d *Daemon) handleDaily(w http.ResponseWriter, r *http.Request) error {
 		}
 		days = n
 	}
-	today := d.now()
-	from := today.AddDate(0, 0, -(days - 1)).Format(time.DateOnly)
-	got, err := d.store.Daily(r.Context(), from, today.Format(time.DateOnly))
+	daily, err := d.daily(r.Context(), days)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, daily)
+	return nil
+}
+
+// daily is this device's reading time for each of the last days days.
+func (d *Daemon) daily(ctx context.Context, days int) (api.Daily, error) {
+	today := d.now()
+	from := today.AddDate(0, 0, -(days - 1)).Format(time.DateOnly)
+	got, err := d.store.Daily(ctx, from, today.Format(time.DateOnly))
+	if err != nil {
+		return api.Daily{}, err
 	}
 	byDay := make(map[string]uint64, len(got))
 	for _, g := range got {
@@ -166,8 +181,7 @@ func (d *Daemon) handleDaily(w http.ResponseWriter, r *http.Request) error {
 		out = append(out, api.Day{Day: day, Ms: byDay[day]})
 		total += byDay[day]
 	}
-	writeJSON(w, http.StatusOK, api.Daily{Days: out, TotalMs: total})
-	return nil
+	return api.Daily{Days: out, TotalMs: total}, nil
 }
 
 func (d *Daemon) handleInvite(w http.ResponseWriter, r *http.Request) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/multiformats/go-multiaddr"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/web"
 	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
@@ -111,6 +112,8 @@ type Daemon struct {
 	limits limits
 	// early holds the TCP listeners Start bound before anything else.
 	early early
+	// web is the status page (web.go).
+	web *web.Server
 }
 
 // Start opens the data dir and starts the API and the peer network. On
@@ -164,6 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	d.web = d.newWebPage()
 	// The peer network first: an app that reaches the API may ask for an
 	// invite at once.
 	if err := d.startNode(ctx, nil); err != nil {

@@ -40,6 +40,7 @@ func commands() []command {
 		peersCommand(),
 		booksCommand(),
 		inviteCommand(),
+		openCommand(),
 		joinCommand(),
 		syncCommand(),
 		repairCommand(),

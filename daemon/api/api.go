@@ -273,6 +273,13 @@ type KosyncProgressList struct {
 	Progress []KosyncProgress `json:"progress"`
 }
 
+// WebLogin is the answer of POST /v1/web/login-token: a one-time URL that
+// opens a session of the status page in a browser on this machine.
+type WebLogin struct {
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expiresAt"` // RFC 3339; the URL works once, before then
+}
+
 // Error is the body of every error answer: Code is stable for programs to
 // branch on, Detail is for people.
 type Error struct {
