@@ -30,7 +30,7 @@ func Join(ctx context.Context, addr string, code pair.Code, ad []byte, accept fu
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("rendezvous: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
@@ -68,6 +68,10 @@ func Join(ctx context.Context, addr string, code pair.Code, ad []byte, accept fu
 	}
 	return &Joined{Payload: payload, PeerAD: res.PeerAD}, nil
 }
+
+// ErrUnreachable reports that nothing accepted the connection: no session
+// ran, so another address of the inviter may still be tried.
+var ErrUnreachable = errors.New("rendezvous: cannot reach the inviter")
 
 // IsCodeSpent reports whether err means the inviter's code can no longer be
 // used: a wrong code was tried, or it was used or expired before.
