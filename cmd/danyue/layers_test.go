@@ -34,7 +34,7 @@ func TestLayers(t *testing.T) {
 		"daemon/kosync":            {"crdt", "internal/connlimit"},
 		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "internal/connlimit", "pair", "pair/rendezvous"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt", "internal/qrterm"},
-		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt"},
+		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt", "pair"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client"},
 		"cmd/libdanyue":            {"mobile"},
 		"testnet/cmd/testnet":      {"testnet"},
