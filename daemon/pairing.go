@@ -293,7 +293,7 @@ func (d *Daemon) pairByCode(ctx context.Context, code pair.Code, pairAddr string
 		found, err := rendezvous.Browse(bctx, code.Channel, nil, d.log.With("component", "pairing"))
 		cancel()
 		if err != nil {
-			return peer.Invite{}, errorf(http.StatusNotFound, api.CodeNoInviter, "no device on this network offers code %d-… (looked for %v): is `danyue invite` still waiting there? On a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, browseTimeout)
+			return peer.Invite{}, errorf(http.StatusNotFound, api.CodeNoInviter, "no device on this network offers code %d-… (looked for %v): the code may have been used or expired (it lasts five minutes), or `danyue invite` is not waiting there; on a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, browseTimeout)
 		}
 		addrs = found
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -43,6 +44,18 @@ func TestCLIPairShortCode(t *testing.T) {
 	// Scripts still get the long code, which still works.
 	if res := a.cli(t, "invite", "--long"); res.code != 0 || !strings.HasPrefix(res.stdout, "danyue1-") {
 		t.Fatalf("invite --long: exit %d, stdout %q", res.code, res.stdout)
+	}
+	// Ctrl-C on the inviter kills its code.
+	inv = startInvite(t, a)
+	if err := inv.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := inv.wait(t); code != 1 || !strings.Contains(out, "interrupted: the code no longer works") {
+		t.Fatalf("interrupted invite: exit %d, output %q", code, out)
+	}
+	res = b.cli(t, "join", inv.code, "--pair-addr", inv.addr)
+	if res.code != 1 || !strings.Contains(res.stderr, "cannot reach the inviter") {
+		t.Fatalf("join after Ctrl-C: exit %d, stderr %q", res.code, res.stderr)
 	}
 	if res := a.cli(t, "invite", "--short", "--long"); res.code != 2 {
 		t.Fatalf("invite --short --long: exit %d, want a usage error", res.code)

@@ -11,6 +11,9 @@ import (
 	"github.com/danyue/danyue/pair"
 )
 
+// dialTimeout bounds connecting to one address of the inviter.
+const dialTimeout = 5 * time.Second
+
 // Joined is what the joiner receives.
 type Joined struct {
 	// Payload is what the inviter sealed: the library's long invite code.
@@ -27,7 +30,9 @@ type Joined struct {
 func Join(ctx context.Context, addr string, code pair.Code, ad []byte, accept func(payload, peerAD []byte) error) (*Joined, error) {
 	ctx, cancel := context.WithTimeout(ctx, SessionTimeout)
 	defer cancel()
-	var d net.Dialer
+	// An address that drops packets (another interface's, a firewall)
+	// must not hold the joiner for the whole session before the next.
+	d := net.Dialer{Timeout: dialTimeout}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnreachable, err)
