@@ -203,9 +203,9 @@ func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	if req.Code == nil || *req.Code == "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "code is required")
 	}
-	inv, err := peer.DecodeInvite(*req.Code)
+	inv, err := d.inviteOf(r.Context(), *req.Code, req.PairAddr)
 	if err != nil {
-		return errorf(http.StatusBadRequest, api.CodeBadInvite, "%v", err)
+		return err
 	}
 	if err := d.join(r.Context(), inv); err != nil {
 		return err

@@ -61,6 +61,10 @@ type Config struct {
 	KosyncRegistration bool
 	// KosyncPrefix serves the protocol under a path prefix ("/kosync").
 	KosyncPrefix string
+	// PairListen is the TCP address of the short-code pairing rendezvous,
+	// open only while an invitation is (POST /v1/pairing); default every
+	// interface, a port the system picks.
+	PairListen string
 	// ClockOffset shifts the daemon's wall clock (DANYUE_CLOCK_OFFSET): a
 	// testing aid for clock-skew scenarios.
 	ClockOffset time.Duration
@@ -69,6 +73,8 @@ type Config struct {
 
 	// limits replaces the listeners' limits (tests make them small).
 	limits *limits
+	// pairValidity replaces pair.DefaultValidity (tests make it short).
+	pairValidity time.Duration
 }
 
 // ErrLocked is returned by Start when another daemon has the data dir open;
@@ -98,6 +104,7 @@ type Daemon struct {
 	clockWarns map[crdt.DeviceID]clockWarn
 
 	joinMu  sync.Mutex // serialises joins, which swap the node
+	pairs   pairings   // the open short-code invitation (pairing.go)
 	closing chan struct{}
 	// closeOnce makes Close idempotent; closeErr is what the first returned.
 	closeOnce sync.Once
@@ -345,6 +352,7 @@ func (d *Daemon) close() error {
 		_ = s.Shutdown(ctx)
 	}
 	d.wg.Wait()
+	d.pairs.close()
 	d.mu.Lock()
 	node := d.node
 	d.node = nil

@@ -21,6 +21,7 @@ func params() Params {
 // root and iproute2). The measurements are in the test log (-v).
 
 func TestDiscovery(t *testing.T)      { Discovery(t, params(), nil) }
+func TestPairShortCode(t *testing.T)  { PairShortCode(t, params(), nil) }
 func TestPropagation(t *testing.T)    { Propagation(t, params(), nil) }
 func TestConvergence(t *testing.T)    { Convergence(t, params(), nil) }
 func TestClockSkew(t *testing.T)      { ClockSkew(t, params(), nil) }

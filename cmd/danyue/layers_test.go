@@ -33,9 +33,9 @@ func TestLayers(t *testing.T) {
 		"daemon/client":            {"daemon/api"},
 		"daemon/kosync":            {"crdt", "internal/connlimit", "internal/jsoncheck"},
 		"daemon/web":               {"daemon/api", "internal/qrterm"},
-		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit", "internal/jsoncheck"},
-		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt"},
-		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt"},
+		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit", "internal/jsoncheck", "pair", "pair/rendezvous"},
+		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt", "internal/qrterm"},
+		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt", "pair"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client"},
 		"cmd/libdanyue":            {"mobile"},
 		"testnet/cmd/testnet":      {"testnet"},
@@ -49,6 +49,7 @@ func TestLayers(t *testing.T) {
 		"pair":                     nil,
 		"internal/qrterm":          nil,
 		"internal/jsoncheck":       nil,
+		"pair/rendezvous":          {"pair", "internal/connlimit"},
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0

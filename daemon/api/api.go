@@ -203,10 +203,42 @@ type Invite struct {
 	Code string `json:"code"`
 }
 
-// JoinRequest is the body of POST /v1/join.
+// JoinRequest is the body of POST /v1/join. Code is a short code
+// ("7-crossover-clockwork") or a long one ("danyue1-..."). PairAddr, for a
+// short code on a network without multicast, is the inviter's rendezvous
+// address (host:port, from the inviter's POST /v1/pairing answer).
 type JoinRequest struct {
-	Code *string `json:"code"`
+	Code     *string `json:"code"`
+	PairAddr string  `json:"pairAddr,omitempty"`
 }
+
+// Pairing is a short-code invitation: the answer of POST /v1/pairing and of
+// GET and DELETE /v1/pairing/{id}.
+type Pairing struct {
+	ID      string `json:"id"`
+	Code    string `json:"code"`    // what the joiner types: "7-crossover-clockwork"
+	Expires string `json:"expires"` // RFC 3339
+	// State is open, paired, wrong_code, expired, cancelled or failed.
+	State string `json:"state"`
+	// Addresses are the rendezvous's host:port addresses, for a joiner
+	// on a network without multicast (danyue join CODE --pair-addr).
+	Addresses []string `json:"addresses"`
+	// Device and DeviceName are the joiner once paired.
+	Device     string `json:"device,omitempty"`
+	DeviceName string `json:"deviceName,omitempty"`
+	// Detail says what happened, for people.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Pairing states.
+const (
+	PairingOpen      = "open"
+	PairingPaired    = "paired"
+	PairingWrongCode = "wrong_code"
+	PairingExpired   = "expired"
+	PairingCancelled = "cancelled"
+	PairingFailed    = "failed"
+)
 
 // Joined is the answer of POST /v1/join.
 type Joined struct {
@@ -300,9 +332,15 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeUnsupported  = "unsupported_media_type"
 	CodeBadInvite    = "bad_invite"
-	CodeNameTaken    = "name_taken"
-	CodeUnavailable  = "unavailable"
-	CodeInternal     = "internal"
+	// Short-code pairing: the code did not match (the inviter's code is
+	// now spent), or it was already used or expired, or no inviter offers
+	// its channel.
+	CodeWrongCode   = "wrong_code"
+	CodeCodeSpent   = "code_spent"
+	CodeNoInviter   = "no_inviter"
+	CodeNameTaken   = "name_taken"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
 	// CodeDiskFull (507): the disk of the data dir is (nearly) full; nothing
 	// was written.
 	CodeDiskFull = "disk_full"

@@ -124,8 +124,38 @@ func (c *Client) KosyncProgress(ctx context.Context) ([]api.KosyncProgress, erro
 	return l.Progress, c.Do(ctx, "GET", "/v1/kosync/progress", nil, nil, &l)
 }
 
-// Join moves this device into the library of an invite code.
+// Join moves this device into the library of an invite code, short or
+// long.
 func (c *Client) Join(ctx context.Context, code string) (api.Joined, error) {
+	return c.JoinAt(ctx, code, "")
+}
+
+// JoinAt is Join with a short code whose inviter is at pairAddr (host:port),
+// for networks without multicast; empty pairAddr finds it by mDNS.
+func (c *Client) JoinAt(ctx context.Context, code, pairAddr string) (api.Joined, error) {
 	var j api.Joined
-	return j, c.Do(ctx, "POST", "/v1/join", nil, api.JoinRequest{Code: &code}, &j)
+	return j, c.Do(ctx, "POST", "/v1/join", nil, api.JoinRequest{Code: &code, PairAddr: pairAddr}, &j)
+}
+
+// Pair opens a short-code invitation for this device's library: one use, a
+// few minutes.
+func (c *Client) Pair(ctx context.Context) (api.Pairing, error) {
+	var p api.Pairing
+	return p, c.Do(ctx, "POST", "/v1/pairing", nil, nil, &p)
+}
+
+// Pairing returns the state of invitation id; with wait, once it has ended.
+func (c *Client) Pairing(ctx context.Context, id string, wait bool) (api.Pairing, error) {
+	path := "/v1/pairing/" + url.PathEscape(id)
+	if wait {
+		path += "?wait=1"
+	}
+	var p api.Pairing
+	return p, c.Do(ctx, "GET", path, nil, nil, &p)
+}
+
+// CancelPairing ends invitation id: its code stops working.
+func (c *Client) CancelPairing(ctx context.Context, id string) (api.Pairing, error) {
+	var p api.Pairing
+	return p, c.Do(ctx, "DELETE", "/v1/pairing/"+url.PathEscape(id), nil, nil, &p)
 }
