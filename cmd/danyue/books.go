@@ -28,17 +28,12 @@ func booksCommand() command {
 const booksPage = 500
 
 func runBooks(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, booksCommand(), "danyue books --sort title --limit 20")
-	cf := addClientFlags(fs, e, true)
-	deleted := fs.Bool("deleted", false, "include books removed from the shelf")
-	sort := fs.String("sort", "recent", "order: recent (last read first), title, or key")
-	limit := fs.Int("limit", 0, "list at most `N` books (0: all)")
-	kosyncOnly := fs.Bool("kosync", false, "list only the KOReader documents (progress synced through --kosync); with --json, as an array")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(booksCommand(), pos); err != nil {
+	cc := newClientCmd(e, booksCommand(), "danyue books --sort title --limit 20", true)
+	deleted := cc.fs.Bool("deleted", false, "include books removed from the shelf")
+	sort := cc.fs.String("sort", "recent", "order: recent (last read first), title, or key")
+	limit := cc.fs.Int("limit", 0, "list at most `N` books (0: all)")
+	kosyncOnly := cc.fs.Bool("kosync", false, "list only the KOReader documents (progress synced through --kosync); with --json, as an array")
+	if err := cc.parse(args); err != nil {
 		return err
 	}
 	switch {
@@ -47,21 +42,21 @@ func runBooks(ctx context.Context, e *env, args []string) error {
 	case *limit < 0:
 		return &usageError{msg: fmt.Sprintf("--limit must be 0 (all) or more, not %d", *limit), hint: "danyue books --limit 20"}
 	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	if *kosyncOnly {
-		return printKosyncDocuments(ctx, e, c, cf, true)
+		return printKosyncDocuments(ctx, e, c, cc.clientFlags, true)
 	}
 	q := client.BooksQuery{Sort: *sort, Deleted: *deleted, Limit: booksPage}
 	if *limit > 0 {
 		q.Limit = min(*limit, booksPage)
 	}
 	var out bookPrinter = &bookTable{w: e.stdout}
-	if *cf.json {
+	if *cc.json {
 		out = &bookJSON{w: e.stdout}
 	}
 	n := 0
-	err = c.EachBook(ctx, q, func(b api.Book) error {
+	err := c.EachBook(ctx, q, func(b api.Book) error {
 		if *limit > 0 && n == *limit {
 			return errEnough
 		}
@@ -69,15 +64,15 @@ func runBooks(ctx context.Context, e *env, args []string) error {
 		return out.book(b)
 	})
 	if err != nil && !errors.Is(err, errEnough) {
-		return cf.explain(err)
+		return cc.explain(err)
 	}
 	if err := out.end(); err != nil {
 		return err
 	}
-	if *cf.json {
+	if *cc.json {
 		return nil
 	}
-	return printKosyncDocuments(ctx, e, c, cf, false)
+	return printKosyncDocuments(ctx, e, c, cc.clientFlags, false)
 }
 
 // errEnough stops the walk at --limit.

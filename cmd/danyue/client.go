@@ -28,6 +28,30 @@ func addClientFlags(fs *flagSet, e *env, withJSON bool) clientFlags {
 	return cf
 }
 
+// clientCmd is the setup shared by the commands that talk to a daemon: a
+// flag set with --data, --socket (and --json for those that print data),
+// and the parse of the arguments. A command registers its own flags on fs
+// between newClientCmd and parse.
+type clientCmd struct {
+	clientFlags
+	fs  *flagSet
+	cmd command
+}
+
+func newClientCmd(e *env, c command, example string, withJSON bool) *clientCmd {
+	fs := newFlagSet(e, c, example)
+	return &clientCmd{clientFlags: addClientFlags(fs, e, withJSON), fs: fs, cmd: c}
+}
+
+// parse parses args for a command that takes no positional arguments.
+func (cc *clientCmd) parse(args []string) error {
+	pos, err := parseArgs(cc.fs, args)
+	if err != nil {
+		return err
+	}
+	return noArgs(cc.cmd, pos)
+}
+
 func (cf clientFlags) client() *client.Client {
 	sock := *cf.socket
 	if sock == "" {

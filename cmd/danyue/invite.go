@@ -35,27 +35,22 @@ func joinCommand() command {
 // with --long, it prints the long code at once as it always has, so
 // `code=$(danyue invite)` in a script keeps working.
 func runInvite(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, inviteCommand(), "danyue invite    # then, on the other device: danyue join 7-crossover-clockwork")
-	cf := addClientFlags(fs, e, false)
-	short := fs.Bool("short", false, "print a short code and wait for the other device, even when output is not a terminal")
-	long := fs.Bool("long", false, "print the long code (danyue1-...): no expiry, any number of uses; keep it secret")
-	asJSON := fs.Bool("json", false, `print the long code as JSON, {"code": "danyue1-..."}`)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := noArgs(inviteCommand(), pos); err != nil {
+	cc := newClientCmd(e, inviteCommand(), "danyue invite    # then, on the other device: danyue join 7-crossover-clockwork", false)
+	short := cc.fs.Bool("short", false, "print a short code and wait for the other device, even when output is not a terminal")
+	long := cc.fs.Bool("long", false, "print the long code (danyue1-...): no expiry, any number of uses; keep it secret")
+	asJSON := cc.fs.Bool("json", false, `print the long code as JSON, {"code": "danyue1-..."}`)
+	if err := cc.parse(args); err != nil {
 		return err
 	}
 	if *short && (*long || *asJSON) {
 		return &usageError{msg: "--short cannot go with --long or --json", hint: "danyue help invite"}
 	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	if *long || *asJSON || !*short && !isTerminal(e.stdout) {
 		code, err := c.Invite(ctx)
 		if err != nil {
-			return cf.explain(err)
+			return cc.explain(err)
 		}
 		if *asJSON {
 			return printJSON(e.stdout, api.Invite{Code: code})
@@ -65,7 +60,7 @@ func runInvite(ctx context.Context, e *env, args []string) error {
 	}
 	p, err := c.Pair(ctx)
 	if err != nil {
-		return cf.explain(err)
+		return cc.explain(err)
 	}
 	printPairing(e, p)
 	got, err := c.Pairing(ctx, p.ID, true)
@@ -79,7 +74,7 @@ func runInvite(ctx context.Context, e *env, args []string) error {
 		return errors.New("interrupted: the code no longer works")
 	}
 	if err != nil {
-		return cf.explain(err)
+		return cc.explain(err)
 	}
 	if got.State != api.PairingPaired {
 		return errors.New(got.Detail)
@@ -112,10 +107,9 @@ func printPairing(e *env, p api.Pairing) {
 }
 
 func runJoin(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, joinCommand(), "danyue join 7-crossover-clockwork")
-	cf := addClientFlags(fs, e, false)
-	pairAddr := fs.String("pair-addr", "", "with a short code, where the inviter waits (`HOST:PORT`, as danyue invite prints it), for networks without multicast")
-	pos, err := parseArgs(fs, args)
+	cc := newClientCmd(e, joinCommand(), "danyue join 7-crossover-clockwork", false)
+	pairAddr := cc.fs.String("pair-addr", "", "with a short code, where the inviter waits (`HOST:PORT`, as danyue invite prints it), for networks without multicast")
+	pos, err := parseArgs(cc.fs, args)
 	if err != nil {
 		return err
 	}
@@ -127,11 +121,11 @@ func runJoin(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 1 && strings.HasPrefix(strings.ToLower(pos[0]), "danyue") {
 		return &usageError{msg: "join takes exactly one invite code", hint: "danyue invite  (on a device of the library), then danyue join CODE"}
 	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	j, err := c.JoinAt(ctx, code, *pairAddr)
 	if err != nil {
-		return cf.explain(err)
+		return cc.explain(err)
 	}
 	fmt.Fprintf(e.stdout, "Joined library %s. This device's books stay and sync with the library; `danyue peers` shows who is connected.\n", j.Library.ID)
 	return nil

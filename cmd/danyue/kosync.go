@@ -30,10 +30,9 @@ func kosyncCommand() command {
 const kosyncHint = "danyue kosync adduser|passwd|deluser NAME"
 
 func runKosync(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, kosyncCommand(), "danyue kosync adduser alice    # then, in KOReader: Progress sync, Custom sync server, Login")
-	cf := addClientFlags(fs, e, false)
-	fromStdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input instead of prompting for it (adduser, passwd)")
-	pos, err := parseArgs(fs, args)
+	cc := newClientCmd(e, kosyncCommand(), "danyue kosync adduser alice    # then, in KOReader: Progress sync, Custom sync server, Login", false)
+	fromStdin := cc.fs.Bool("password-stdin", false, "read the password from the first line of standard input instead of prompting for it (adduser, passwd)")
+	pos, err := parseArgs(cc.fs, args)
 	if err != nil {
 		return err
 	}
@@ -59,7 +58,7 @@ func runKosync(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	switch sub {
 	case "adduser":
@@ -79,7 +78,7 @@ func runKosync(ctx context.Context, e *env, args []string) error {
 				return fmt.Errorf("%s; `danyue kosync adduser %s` creates it", apiErr.Detail, name)
 			}
 		}
-		return cf.explain(err)
+		return cc.explain(err)
 	}
 	switch sub {
 	case "adduser":

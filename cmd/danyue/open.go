@@ -21,25 +21,20 @@ func openCommand() command {
 }
 
 func runOpen(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, openCommand(), "danyue open    # needs a daemon started with --http 127.0.0.1:7100")
-	cf := addClientFlags(fs, e, false)
-	printOnly := fs.Bool("print", false, "only print the link; do not start a browser")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	cc := newClientCmd(e, openCommand(), "danyue open    # needs a daemon started with --http 127.0.0.1:7100", false)
+	printOnly := cc.fs.Bool("print", false, "only print the link; do not start a browser")
+	if err := cc.parse(args); err != nil {
 		return err
 	}
-	if err := noArgs(openCommand(), pos); err != nil {
-		return err
-	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	login, err := c.WebLogin(ctx)
 	if err != nil {
 		var apiErr *client.APIError
 		if errors.As(err, &apiErr) && apiErr.Code == api.CodeUnavailable {
-			return fmt.Errorf("the page is served on the daemon's --http listener, and this daemon has none: restart it with `danyue daemon --data %s --http 127.0.0.1:7100`", *cf.data)
+			return fmt.Errorf("the page is served on the daemon's --http listener, and this daemon has none: restart it with `danyue daemon --data %s --http 127.0.0.1:7100`", *cc.data)
 		}
-		return cf.explain(err)
+		return cc.explain(err)
 	}
 	until := login.ExpiresAt
 	if t, err := time.Parse(time.RFC3339, login.ExpiresAt); err == nil {

@@ -15,22 +15,17 @@ func peersCommand() command {
 }
 
 func runPeers(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, peersCommand(), "danyue peers")
-	cf := addClientFlags(fs, e, true)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	cc := newClientCmd(e, peersCommand(), "danyue peers", true)
+	if err := cc.parse(args); err != nil {
 		return err
 	}
-	if err := noArgs(peersCommand(), pos); err != nil {
-		return err
-	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	peers, err := c.Peers(ctx)
 	if err != nil {
-		return cf.explain(err)
+		return cc.explain(err)
 	}
-	if *cf.json {
+	if *cc.json {
 		return printJSON(e.stdout, peers)
 	}
 	if len(peers) == 0 {

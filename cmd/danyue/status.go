@@ -19,22 +19,17 @@ func statusCommand() command {
 }
 
 func runStatus(ctx context.Context, e *env, args []string) error {
-	fs := newFlagSet(e, statusCommand(), "danyue status --json")
-	cf := addClientFlags(fs, e, true)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	cc := newClientCmd(e, statusCommand(), "danyue status --json", true)
+	if err := cc.parse(args); err != nil {
 		return err
 	}
-	if err := noArgs(statusCommand(), pos); err != nil {
-		return err
-	}
-	c := cf.client()
+	c := cc.client()
 	defer c.Close()
 	st, err := c.Status(ctx)
 	if err != nil {
-		return cf.explain(err)
+		return cc.explain(err)
 	}
-	if *cf.json {
+	if *cc.json {
 		return printJSON(e.stdout, st)
 	}
 	tw := newTable(e.stdout)
