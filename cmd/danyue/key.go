@@ -81,10 +81,14 @@ func runKey(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		p.clearFor(e.stdout)
+		warnings := keyWarnings(f.path, res, opt.Encoding)
 		if *asJSON {
-			out.Encode(keyLine{Path: f.path, Key: res.Key.String(), Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes, KOReaderID: koid})
+			out.Encode(keyLine{Path: f.path, Key: res.Key.String(), Encoding: res.Encoding.String(), UTF16Len: res.UTF16Len, Bytes: res.Bytes, KOReaderID: koid, Warnings: warnings})
 		} else {
 			fmt.Fprintf(e.stdout, "%s %d %s koreader:%s %s\n", res.Key, res.UTF16Len, res.Encoding, koid, f.path)
+		}
+		for _, w := range warnings {
+			fmt.Fprintf(e.stderr, "danyue: warning: %s: %s\n", f.path, w)
 		}
 		linker.link(ctx, koid, res.Key.String(), f.path)
 	}
@@ -104,6 +108,9 @@ type keyLine struct {
 	// KOReaderID is KOReader's partial-MD5 id of the file (of its bytes, not
 	// its text), which kosync knows documents by.
 	KOReaderID string `json:"koreaderId"`
+	// Warnings say why the key is likely not what was meant (not text, an
+	// encoding that does not fit); also printed on stderr.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 type keyTarget struct {
@@ -151,6 +158,7 @@ func collectFiles(ctx context.Context, paths []string, report, note func(string,
 			continue
 		}
 		sawDir = true
+		before := len(files)
 		filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -174,9 +182,15 @@ func collectFiles(ctx context.Context, paths []string, report, note func(string,
 			}
 			return nil
 		})
+		if len(files) == before && ctx.Err() == nil {
+			note(p, errNoText)
+		}
 	}
 	return files, total, sawDir
 }
+
+// errNoText is noted for a directory that holds no .txt file to key.
+var errNoText = errors.New("no .txt file in it (a directory is keyed file by file, .txt files only)")
 
 // keyFile returns the BookKey of a file and KOReader's id of it, which reads
 // a few samples of the same open file.
