@@ -86,6 +86,9 @@ func (d *Daemon) peers() []api.Peer {
 			ClockOffsetMs: p.ClockOffset.Milliseconds(),
 			InSync:        inSync(p),
 		}
+		if p.RemoteLast > p.Merged {
+			pj.Behind = p.RemoteLast - p.Merged
+		}
 		if !p.LastSeen.IsZero() {
 			s := p.LastSeen.UTC().Format(time.RFC3339)
 			pj.LastSeen = &s

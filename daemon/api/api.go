@@ -179,6 +179,9 @@ type Peer struct {
 	ClockWarning  string   `json:"clockWarning,omitempty"`
 	// InSync: connected, and each side has merged everything of the other.
 	InSync bool `json:"inSync"`
+	// Behind is how many of that device's changes this one has still to
+	// merge, as far as it last said (0 when caught up or never told).
+	Behind uint64 `json:"behind"`
 }
 
 // Peers is the answer of GET /v1/peers.

@@ -47,6 +47,7 @@ type peerRow struct {
 	Name, Device string
 	Connected    bool
 	InSync       bool
+	Behind       uint64 // changes of that device still to merge here
 	LastSeen     when
 	Clock        string
 	ClockWarning string
@@ -118,7 +119,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 	for _, p := range st.Peers {
 		v.Peers = append(v.Peers, peerRow{
 			Name: cmp.Or(p.Name, "(unnamed)"), Device: p.Device,
-			Connected: p.Connected, InSync: p.InSync,
+			Connected: p.Connected, InSync: p.InSync, Behind: p.Behind,
 			LastSeen: whenOf(p.LastSeen, now), Clock: offsetText(p.ClockOffsetMs),
 			ClockWarning: p.ClockWarning,
 		})

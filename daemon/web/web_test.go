@@ -26,7 +26,10 @@ func (f *fakeBackend) Status(context.Context) (api.Status, error) {
 	return api.Status{
 		Device:  api.Device{ID: "00000000000000aa", Name: "书房"},
 		Library: api.Library{ID: "lib"},
-		Peers:   []api.Peer{{Device: "00000000000000bb", Name: "phone", Connected: true, InSync: true, LastSeen: &seen, ClockOffsetMs: -1500}},
+		Peers: []api.Peer{
+			{Device: "00000000000000bb", Name: "phone", Connected: true, InSync: true, LastSeen: &seen, ClockOffsetMs: -1500},
+			{Device: "00000000000000cc", Name: "tablet", Connected: true, Behind: 12, LastSeen: &seen},
+		},
 	}, nil
 }
 
@@ -256,7 +259,7 @@ func TestPageShowsLibraryEscaped(t *testing.T) {
 	if !strings.Contains(others, "ffff0000ffff0000ffff0000ffff0000") || strings.Contains(others, "Kobo Libra 2") {
 		t.Errorf("other KOReader documents: %q", others)
 	}
-	for _, want := range []string{"phone", "connected", "in sync", "1.5s behind", `<meta name="viewport"`, `<rect x=`} {
+	for _, want := range []string{"phone", "connected", "in sync", "1.5s behind", "catching up: 12 changes to fetch", `<meta name="viewport"`, `<rect x=`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}
