@@ -262,8 +262,9 @@ func (d *Daemon) loadIdentity(ctx context.Context) (crypto.PrivKey, error) {
 	return key, nil
 }
 
-// loadState reads the device names and shelf counts the API shows without
-// scanning the store on every request.
+// loadState reads the device names and the shelf's counts the API shows:
+// the names by a scan of the device records (a library has a handful), the
+// counts as the store keeps them (no scan of the books, however many).
 func (d *Daemon) loadState(ctx context.Context) error {
 	if err := d.store.Scan(ctx, crdt.KindDevice, func(e crdt.Entry) error {
 		d.names[e.Device.ID] = e.Device.Name.Value
@@ -271,14 +272,12 @@ func (d *Daemon) loadState(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return d.store.Scan(ctx, crdt.KindBook, func(e crdt.Entry) error {
-		if e.Book.Visible() {
-			d.visible++
-		} else {
-			d.deleted++
-		}
-		return nil
-	})
+	visible, deleted, err := d.store.BookCounts(ctx)
+	if err != nil {
+		return err
+	}
+	d.visible, d.deleted = int(visible), int(deleted)
+	return nil
 }
 
 // startNode starts the peer network for the current library, dialling extra

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -159,6 +160,13 @@ func (p *plan) index(r *rec) {
 	if r.cur.Kind != crdt.KindBook {
 		return
 	}
+	wasDeleted := r.stored && r.prev.Kind == crdt.KindBook && !r.prev.Book.Visible()
+	switch isDeleted := !r.cur.Book.Visible(); {
+	case isDeleted && !wasDeleted:
+		p.deletedDelta++
+	case !isDeleted && wasDeleted:
+		p.deletedDelta--
+	}
 	for _, o := range orders {
 		nk := indexKey(o, r.id, &r.cur.Book)
 		if r.stored && r.prev.Kind == crdt.KindBook {
@@ -275,4 +283,51 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 	}
 	s.log.Info("built the book index", "dir", s.dir, "books", n, "schema", SchemaVersion, "took", time.Since(start))
 	return nil
+}
+
+// ensureDeletedCount counts the deleted books of a store written before
+// the count was kept, once: a keys-only scan of the deleted scope of one
+// index.
+func (s *Store) ensureDeletedCount(db *badger.DB) error {
+	return db.Update(func(txn *badger.Txn) error {
+		v, err := getValue(txn, keyDeletedBooks)
+		if err != nil || v != nil {
+			return err
+		}
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: orderPrefix(OrderKey, scopeDeleted)})
+		defer it.Close()
+		var n uint64
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return txn.Set(keyDeletedBooks, u64(n))
+	})
+}
+
+// BookCounts returns how many books are on the shelf and how many are
+// deleted, from the counts the store keeps: no scan.
+func (s *Store) BookCounts(ctx context.Context) (visible, deleted uint64, err error) {
+	err = s.view(ctx, func(txn *badger.Txn) error {
+		var books uint64
+		for _, c := range []struct {
+			key []byte
+			n   *uint64
+		}{{countKey(crdt.KindBook), &books}, {keyDeletedBooks, &deleted}} {
+			v, err := getValue(txn, c.key)
+			if err != nil {
+				return ioErr(s.dir, "read a book count", err)
+			}
+			n, ok := parseU64(v)
+			if v != nil && !ok {
+				return corruptf(s.dir, "malformed count under key %s", keyName(c.key))
+			}
+			*c.n = n
+		}
+		if deleted > books {
+			return corruptf(s.dir, "%d deleted books counted of %d books", deleted, books)
+		}
+		visible = books - deleted
+		return nil
+	})
+	return visible, deleted, err
 }

@@ -37,6 +37,9 @@ var (
 	keySchema = []byte("mschema")
 	keyEpoch  = []byte("mepoch")
 	keyHW     = []byte("mhw")
+	// keyDeletedBooks counts the books whose tombstone wins, kept with
+	// every book write, so that the shelf's counts cost no scan at start.
+	keyDeletedBooks = []byte("mdeleted")
 )
 
 func countKey(kind crdt.Kind) []byte {

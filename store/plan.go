@@ -27,6 +27,8 @@ type plan struct {
 	writes []write
 	result Result
 	added  map[crdt.Kind]uint64 // records created, by kind
+	// deletedDelta is how many more books are deleted after the batch.
+	deletedDelta int64
 }
 
 // rec is one record as the batch sees it.
@@ -235,6 +237,17 @@ func (p *plan) records() error {
 			write{key: recordKey(r.id), val: u64(p.seq)})
 		p.index(r)
 		p.result.Changed = append(p.result.Changed, Change{Seq: p.seq, Prev: r.prev, Entry: r.cur})
+	}
+	if p.deletedDelta != 0 {
+		v, err := getValue(p.txn, keyDeletedBooks)
+		if err != nil {
+			return ioErr(p.s.dir, "read the deleted book count", err)
+		}
+		count, ok := parseU64(v)
+		if v != nil && !ok || int64(count)+p.deletedDelta < 0 {
+			return corruptf(p.s.dir, "malformed deleted book count under key %s", keyName(keyDeletedBooks))
+		}
+		p.writes = append(p.writes, write{key: keyDeletedBooks, val: u64(uint64(int64(count) + p.deletedDelta))})
 	}
 	for kind, n := range p.added {
 		k := countKey(kind)

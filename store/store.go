@@ -139,6 +139,10 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := s.ensureDeletedCount(db); err != nil {
+		db.Close()
+		return nil, ioErr(s.dir, "count the deleted books", err)
+	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
 	s.db, s.opens, ok = db, 1, true
 	s.wseq, s.whw = s.lastSeq, s.hw
