@@ -70,14 +70,9 @@ type webBackend struct{ d *Daemon }
 
 func (b webBackend) Status(ctx context.Context) (api.Status, error) { return b.d.status(), nil }
 
-func (b webBackend) Books(ctx context.Context) ([]api.Book, error) {
+func (b webBackend) Books(ctx context.Context, each func(api.Book) error) error {
 	v := b.d.viewer()
-	var books []api.Book
-	err := b.d.store.Scan(ctx, crdt.KindBook, func(e crdt.Entry) error {
-		books = append(books, v.book(&e.Book))
-		return nil
-	})
-	return books, err
+	return b.d.store.Scan(ctx, crdt.KindBook, func(e crdt.Entry) error { return each(v.book(&e.Book)) })
 }
 
 func (b webBackend) Kosync(ctx context.Context) ([]api.KosyncProgress, error) {

@@ -94,12 +94,12 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 	if err != nil {
 		return err
 	}
-	books, err := s.b.Books(ctx)
+	ko, err := s.b.Kosync(ctx)
 	if err != nil {
 		return err
 	}
-	ko, err := s.b.Kosync(ctx)
-	if err != nil {
+	c := newShelfCollector(r.URL.Query().Get("q"), ko)
+	if err := s.b.Books(ctx, c.add); err != nil {
 		return err
 	}
 	daily, err := s.b.Daily(ctx, chartDays)
@@ -124,8 +124,8 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 			ClockWarning: p.ClockWarning,
 		})
 	}
-	v.Shelf, v.Deleted, v.Hidden = shelf(books, v.Q, now)
-	v.Koreader = koreader(v.Shelf, v.Deleted, books, ko, v.Q, now)
+	v.Shelf, v.Deleted, v.Hidden = c.rows(now)
+	v.Koreader = koreader(v.Shelf, v.Deleted, c.linkedOnShelf, ko, v.Q, now)
 	if inviteCode != "" {
 		qr, err := qrSVG(inviteCode)
 		if err != nil {
@@ -143,52 +143,87 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 	return err
 }
 
-// shelf splits books into the shelf, most recently read first and filtered
-// by q (a case-insensitive part of the title or key), and the deleted
-// books, most recently deleted first.
-func shelf(books []api.Book, q string, now time.Time) (shown, deleted []bookRow, hidden int) {
-	q = strings.ToLower(q)
-	var onShelf, gone []api.Book
-	for _, b := range books {
-		switch {
-		case b.Deleted:
-			gone = append(gone, b)
-		case q == "" || strings.Contains(strings.ToLower(b.Title), q) || strings.Contains(b.Key, q):
-			onShelf = append(onShelf, b)
-		default:
-			hidden++
+// shelfCollector keeps, of the books streamed to it, what the page shows:
+// the maxShelf most recently read books that match the search, the
+// maxDeleted most recently deleted ones, how many matching books it left
+// out, and whether each book a KOReader document is linked to is on the
+// shelf. Its memory does not grow with the shelf.
+type shelfCollector struct {
+	q             string
+	onShelf, gone []api.Book
+	hidden        int
+	linkedOnShelf map[string]bool // BookKey -> visible, for linked books
+}
+
+func newShelfCollector(q string, ko []api.KosyncProgress) *shelfCollector {
+	c := &shelfCollector{q: strings.ToLower(strings.TrimSpace(q)), linkedOnShelf: map[string]bool{}}
+	for _, p := range ko {
+		if p.BookKey != "" {
+			c.linkedOnShelf[p.BookKey] = false
 		}
 	}
-	slices.SortStableFunc(onShelf, func(a, b api.Book) int { return cmp.Compare(at(b.Position), at(a.Position)) })
-	slices.SortStableFunc(gone, func(a, b api.Book) int { return cmp.Compare(deref(b.DeletedAt), deref(a.DeletedAt)) })
-	if len(onShelf) > maxShelf {
-		hidden += len(onShelf) - maxShelf
-		onShelf = onShelf[:maxShelf]
+	return c
+}
+
+func (c *shelfCollector) add(b api.Book) error {
+	if _, ok := c.linkedOnShelf[b.Key]; ok {
+		c.linkedOnShelf[b.Key] = !b.Deleted
 	}
-	gone = gone[:min(len(gone), maxDeleted)]
-	for _, b := range onShelf {
+	switch {
+	case b.Deleted:
+		c.gone = append(c.gone, b)
+		if len(c.gone) >= 2*maxDeleted {
+			c.gone = mostRecentDeleted(c.gone)
+		}
+	case c.q == "" || strings.Contains(strings.ToLower(b.Title), c.q) || strings.Contains(b.Key, c.q):
+		c.onShelf = append(c.onShelf, b)
+		if len(c.onShelf) >= 2*maxShelf {
+			c.onShelf = c.mostRecent(c.onShelf)
+		}
+	default:
+		c.hidden++
+	}
+	return nil
+}
+
+// mostRecent sorts books most recently read first and keeps maxShelf,
+// counting the others as hidden.
+func (c *shelfCollector) mostRecent(books []api.Book) []api.Book {
+	slices.SortStableFunc(books, func(a, b api.Book) int { return cmp.Compare(at(b.Position), at(a.Position)) })
+	if len(books) > maxShelf {
+		c.hidden += len(books) - maxShelf
+		books = books[:maxShelf]
+	}
+	return books
+}
+
+func mostRecentDeleted(books []api.Book) []api.Book {
+	slices.SortStableFunc(books, func(a, b api.Book) int { return cmp.Compare(deref(b.DeletedAt), deref(a.DeletedAt)) })
+	return books[:min(len(books), maxDeleted)]
+}
+
+// rows returns the shelf and the deleted books as the page shows them, and
+// how many matching books the shelf leaves out.
+func (c *shelfCollector) rows(now time.Time) (shown, deleted []bookRow, hidden int) {
+	for _, b := range c.mostRecent(c.onShelf) {
 		shown = append(shown, row(b, now))
 	}
-	for _, b := range gone {
+	for _, b := range mostRecentDeleted(c.gone) {
 		deleted = append(deleted, row(b, now))
 	}
-	return shown, deleted, hidden
+	return shown, deleted, c.hidden
 }
 
 // koreader puts each KOReader place under the shown book it is linked to,
 // on the shelf or deleted, and returns those of the other documents (not
 // linked, or linked to a book this device does not show) that match q. A
 // place in a book the search hides is hidden with it.
-func koreader(shown, deleted []bookRow, books []api.Book, ko []api.KosyncProgress, q string, now time.Time) (others []koRow) {
+func koreader(shown, deleted []bookRow, onShelf map[string]bool, ko []api.KosyncProgress, q string, now time.Time) (others []koRow) {
 	byKey := make(map[string]*bookRow, len(shown)+len(deleted))
 	for _, rows := range [][]bookRow{shown, deleted} {
 		for i := range rows {
 			byKey[rows[i].Key] = &rows[i]
 		}
-	}
-	onShelf := make(map[string]bool, len(books))
-	for _, b := range books {
-		onShelf[b.Key] = !b.Deleted
 	}
 	q = strings.ToLower(q)
 	for _, p := range ko {

@@ -27,8 +27,10 @@ import (
 type Backend interface {
 	// Status is this device, its library and the other devices.
 	Status(ctx context.Context) (api.Status, error)
-	// Books is every book this device knows, deleted ones too.
-	Books(ctx context.Context) ([]api.Book, error)
+	// Books calls each with every book this device knows, deleted ones
+	// too, one at a time: the page keeps only what it shows, so a shelf of
+	// any size costs it the same memory.
+	Books(ctx context.Context, each func(api.Book) error) error
 	// Kosync is every KOReader account's place in every document, with
 	// the book a document is linked to.
 	Kosync(ctx context.Context) ([]api.KosyncProgress, error)

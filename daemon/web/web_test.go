@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -33,10 +34,16 @@ func (f *fakeBackend) Status(context.Context) (api.Status, error) {
 	}, nil
 }
 
-func (f *fakeBackend) Books(context.Context) ([]api.Book, error) {
+func (f *fakeBackend) Books(_ context.Context, each func(api.Book) error) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]api.Book(nil), f.books...), nil
+	books := append([]api.Book(nil), f.books...)
+	f.mu.Unlock()
+	for _, b := range books {
+		if err := each(b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fakeBackend) Kosync(context.Context) ([]api.KosyncProgress, error) {
@@ -396,5 +403,43 @@ func TestChartScalesToTheBusiestDay(t *testing.T) {
 	}
 	if empty := makeChart(api.Daily{Days: []api.Day{{Day: "a"}}}); empty.Bars[0].H != 0 {
 		t.Error("a day without reading has a bar")
+	}
+}
+
+// The shelf keeps the most recently read books of any number streamed to
+// it, in order, and counts the rest; memory holds at most twice a page.
+func TestShelfCollectorKeepsTheMostRecent(t *testing.T) {
+	c := newShelfCollector("", nil)
+	const n = 5*maxShelf + 7
+	for i := range n {
+		// Stamps in a scrambled order, each unique.
+		j := (i * 7919) % n
+		stamp := fmt.Sprintf("%08d", j)
+		b := api.Book{Key: fmt.Sprintf("md5:%032d", j), Position: &api.Position{Stamp: stamp}}
+		if j%10 == 0 {
+			b.Deleted, b.DeletedAt = true, &stamp
+		}
+		if err := c.add(b); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.onShelf) >= 2*maxShelf || len(c.gone) >= 2*maxDeleted {
+			t.Fatalf("the collector holds %d and %d books", len(c.onShelf), len(c.gone))
+		}
+	}
+	shown, deleted, hidden := c.rows(time.Now())
+	visible := n - (n+9)/10
+	if len(shown) != maxShelf || hidden != visible-maxShelf {
+		t.Fatalf("shown %d, hidden %d; want %d and %d", len(shown), hidden, maxShelf, visible-maxShelf)
+	}
+	for i := 1; i < len(shown); i++ {
+		if shown[i-1].Key < shown[i].Key {
+			t.Fatalf("shelf not most recent first at %d: %s before %s", i, shown[i-1].Key, shown[i].Key)
+		}
+	}
+	if want := fmt.Sprintf("md5:%032d", n-1); shown[0].Key != want { // n-1 is not a multiple of 10: on the shelf
+		t.Errorf("the most recent book is %s, want %s", shown[0].Key, want)
+	}
+	if len(deleted) != maxDeleted {
+		t.Errorf("%d deleted books shown, want %d", len(deleted), maxDeleted)
 	}
 }
