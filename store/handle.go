@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -122,6 +123,29 @@ func (s *Store) compact(db *badger.DB) {
 		s.mu.Unlock()
 		s.release()
 	}()
+	// A compaction reads every table it merges and writes the new ones
+	// through memory maps, which would leave the whole tree resident in
+	// this process (hundreds of MB under a flood of records): their pages
+	// are handed back to the kernel as it goes, and once it is done.
+	stop := make(chan struct{})
+	var paging sync.WaitGroup
+	paging.Go(func() {
+		t := time.NewTicker(pageOutEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				s.maybePageOut()
+			}
+		}
+	})
+	defer func() {
+		close(stop)
+		paging.Wait()
+		s.pageOutTables()
+	}()
 	for n := l0Tables(db); n >= s.opt.l0Compact; n = l0Tables(db) {
 		start := time.Now()
 		if err := db.Flatten(1); err != nil {
@@ -135,6 +159,28 @@ func (s *Store) compact(db *badger.DB) {
 		if closing {
 			return
 		}
+	}
+}
+
+// pageOutEvery is how often a busy store pages out its tables: while a
+// compaction runs, and after group commits.
+const pageOutEvery = 25 * time.Millisecond
+
+// maybePageOut pages out the tables unless that was done less than
+// pageOutEvery ago; the caller holds a reference to the database.
+func (s *Store) maybePageOut() {
+	now, last := time.Now().UnixNano(), s.pagedOut.Load()
+	if now-last < int64(pageOutEvery) || !s.pagedOut.CompareAndSwap(last, now) {
+		return
+	}
+	s.pageOutTables()
+}
+
+// pageOutTables pages out the tables mapped into the process (see
+// pageOutMapped); the caller holds a reference to the database.
+func (s *Store) pageOutTables() {
+	if err := pageOutMapped(s.dbDir, ".sst"); err != nil {
+		s.log.Debug("could not page out the store's tables", "dir", s.dir, "err", err)
 	}
 }
 

@@ -45,6 +45,7 @@ type Store struct {
 	opens      int // badger opens so far, for tests
 	compacting bool
 	maint      sync.WaitGroup
+	pagedOut   atomic.Int64 // unix ns of the last pageOutTables (handle.go)
 
 	// The write queue and the writer goroutine (commit.go).
 	qmu        sync.Mutex
