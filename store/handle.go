@@ -166,14 +166,32 @@ func (s *Store) compact(db *badger.DB) {
 // compaction runs, and after group commits.
 const pageOutEvery = 25 * time.Millisecond
 
-// maybePageOut pages out the tables unless that was done less than
-// pageOutEvery ago; the caller holds a reference to the database.
+// pagingOut is the value of Store.pagedOut while a pass runs.
+const pagingOut = -1
+
+// maybePageOut starts paging out the tables on a goroutine of its own, off
+// the writer's and the syncer's way, unless a pass runs or ended less than
+// pageOutEvery ago.
 func (s *Store) maybePageOut() {
 	now, last := time.Now().UnixNano(), s.pagedOut.Load()
-	if now-last < int64(pageOutEvery) || !s.pagedOut.CompareAndSwap(last, now) {
+	if last == pagingOut || now-last < int64(pageOutEvery) || !s.pagedOut.CompareAndSwap(last, pagingOut) {
 		return
 	}
-	s.pageOutTables()
+	s.mu.Lock()
+	if s.closed || s.db == nil {
+		s.mu.Unlock()
+		s.pagedOut.Store(now)
+		return
+	}
+	s.users++ // the tables stay open while the pass reads their mappings
+	s.maint.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.maint.Done()
+		s.pageOutTables()
+		s.pagedOut.Store(time.Now().UnixNano())
+		s.release()
+	}()
 }
 
 // pageOutTables pages out the tables mapped into the process (see
