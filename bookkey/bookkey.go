@@ -9,35 +9,26 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/danyue/danyue/internal/keyalgo"
 )
 
-// Algo is the hash function of a key. The zero value is MD5, the default.
-type Algo uint8
+// Algo is the hash function of a key, numbered as package crdt numbers it
+// (both use keyalgo). In Options the zero value means MD5, the default.
+type Algo = keyalgo.Algo
 
 const (
-	MD5 Algo = iota
-	SHA256
+	MD5    = keyalgo.MD5
+	SHA256 = keyalgo.SHA256
 )
-
-func (a Algo) String() string {
-	switch a {
-	case MD5:
-		return "md5"
-	case SHA256:
-		return "sha256"
-	}
-	return "algo(" + strconv.Itoa(int(a)) + ")"
-}
 
 // ParseAlgo parses "md5" or "sha256".
 func ParseAlgo(s string) (Algo, error) {
-	switch strings.ToLower(s) {
-	case "md5":
-		return MD5, nil
-	case "sha256":
-		return SHA256, nil
+	a, err := keyalgo.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("bookkey: %w", err)
 	}
-	return 0, fmt.Errorf("bookkey: unknown hash %q (want md5 or sha256)", s)
+	return a, nil
 }
 
 // Encoding is the text encoding of the input. As an option it says how to
@@ -101,6 +92,14 @@ func ParseEncoding(s string) (Encoding, error) {
 type Options struct {
 	Algo     Algo
 	Encoding Encoding
+}
+
+// algo is the hash to key with: the zero Algo means MD5.
+func (o Options) algo() Algo {
+	if o.Algo == 0 {
+		return MD5
+	}
+	return o.Algo
 }
 
 func (o Options) check() error {

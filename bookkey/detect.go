@@ -12,7 +12,7 @@ import (
 
 // read keys r as opt says, detecting the encoding if asked to.
 func (k *keyer) read(ctx context.Context, r io.Reader, opt Options) (Result, error) {
-	k.useAlgo(opt.Algo)
+	k.useAlgo(opt.algo())
 	enc, strict := opt.Encoding, false
 	src := r
 	start := int64(-1) // where a seekable r started, for a second pass

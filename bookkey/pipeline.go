@@ -31,8 +31,8 @@ type keyer struct {
 
 	algo   Algo
 	h      hash.Hash
-	hashes [2]hash.Hash // by Algo, made on first use
-	snap   []byte       // a hash state saved at the start of a blank run
+	hashes [SHA256 + 1]hash.Hash // by Algo, made on first use
+	snap   []byte                // a hash state saved at the start of a blank run
 	sum    []byte
 
 	nz        normalizer

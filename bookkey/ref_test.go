@@ -50,7 +50,7 @@ func refKey(raw []byte, opt Options) Result {
 	}
 	norm := refNormalize(text)
 	n, _ := refUTF16Len(norm)
-	return Result{Key: refDigest(norm, opt.Algo), Encoding: enc, UTF16Len: n, Bytes: int64(len(norm))}
+	return Result{Key: refDigest(norm, opt.algo()), Encoding: enc, UTF16Len: n, Bytes: int64(len(norm))}
 }
 
 func mustDecode(b []byte, err error) string {

@@ -28,6 +28,7 @@ type wireEntry struct {
 	// The kosync records (codec_kosync.go).
 	KosyncUser     *wireKosyncUser     `cbor:"3,keyasint,omitempty"`
 	KosyncProgress *wireKosyncProgress `cbor:"4,keyasint,omitempty"`
+	KosyncLink     *wireKosyncLink     `cbor:"5,keyasint,omitempty"`
 }
 
 type wireBook struct {
@@ -147,8 +148,21 @@ func (e *Entry) encode() ([]byte, error) {
 		w.KosyncUser = e.KosyncUser.wire()
 	case KindKosyncProgress:
 		w.KosyncProgress = e.KosyncProgress.wire()
+	case KindKosyncLink:
+		w.KosyncLink = e.KosyncLink.wire()
 	}
 	return encMode.Marshal(&w)
+}
+
+// KindOfEncoded returns the kind of an encoded record without decoding it,
+// 0 if b is not a record of this format version. It relies on the
+// canonical encoding Encode makes: a map whose first key is the version
+// and whose second is the record's kind number.
+func KindOfEncoded(b []byte) Kind {
+	if len(b) < 4 || b[0] != 0xa2 || b[1] != 0x00 || b[2] != FormatVersion || b[3] == 0 || b[3] > 0x17 {
+		return 0
+	}
+	return Kind(b[3])
 }
 
 // Decode parses and validates one encoded entry. It allocates no more than
@@ -178,7 +192,7 @@ func Decode(data []byte) (Entry, error) {
 	}
 	var e Entry
 	if n := w.records(); n != 1 {
-		return Entry{}, invalidf("record holds %d of book, device, kosync user and kosync progress, not exactly one", n)
+		return Entry{}, invalidf("record holds %d of book, device, kosync user, kosync progress and kosync link, not exactly one", n)
 	}
 	switch {
 	case w.Book != nil:
@@ -193,6 +207,12 @@ func Decode(data []byte) (Entry, error) {
 		e = KosyncUserEntry(w.KosyncUser.domain())
 	case w.KosyncProgress != nil:
 		e = KosyncProgressEntry(w.KosyncProgress.domain())
+	case w.KosyncLink != nil:
+		l, err := w.KosyncLink.domain()
+		if err != nil {
+			return Entry{}, err
+		}
+		e = KosyncLinkEntry(l)
 	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, err

@@ -28,7 +28,7 @@ type wireKosyncPosition struct {
 // records counts the records an entry holds; a valid one holds exactly one.
 func (w *wireEntry) records() int {
 	n := 0
-	for _, present := range []bool{w.Book != nil, w.Device != nil, w.KosyncUser != nil, w.KosyncProgress != nil} {
+	for _, present := range []bool{w.Book != nil, w.Device != nil, w.KosyncUser != nil, w.KosyncProgress != nil, w.KosyncLink != nil} {
 		if present {
 			n++
 		}
@@ -63,4 +63,40 @@ func (w *wireKosyncProgress) domain() KosyncProgress {
 		p.Device, p.DeviceID = w.Position.Reader, w.Position.ReaderID
 	}
 	return p
+}
+
+type wireKosyncLink struct {
+	Document string          `cbor:"0,keyasint"`
+	Link     *wireKosyncBook `cbor:"1,keyasint,omitempty"` // absent in a record that only names its document
+}
+
+type wireKosyncBook struct {
+	_       struct{} `cbor:",toarray"`
+	Wall    uint64
+	Logical uint32
+	Device  uint64
+	Book    []byte // the binary book key
+	Title   string
+}
+
+func (l *KosyncLink) wire() *wireKosyncLink {
+	w := &wireKosyncLink{Document: l.Document}
+	if !l.At.IsZero() {
+		key, _ := l.Book.AppendBinary(nil) // validated: not zero
+		w.Link = &wireKosyncBook{Wall: l.At.Wall, Logical: l.At.Logical, Device: uint64(l.At.Device), Book: key, Title: l.Title}
+	}
+	return w
+}
+
+func (w *wireKosyncLink) domain() (KosyncLink, error) {
+	l := KosyncLink{Document: w.Document}
+	if w.Link != nil {
+		key, err := BookKeyFromBinary(w.Link.Book)
+		if err != nil {
+			return KosyncLink{}, err
+		}
+		l.At = Timestamp{Wall: w.Link.Wall, Logical: w.Link.Logical, Device: DeviceID(w.Link.Device)}
+		l.Book, l.Title = key, w.Link.Title
+	}
+	return l, nil
 }

@@ -205,3 +205,18 @@ func TestEncodeRefusesInvalidRecords(t *testing.T) {
 		}
 	}
 }
+
+// KindOfEncoded reads the kind of every pinned record without decoding it,
+// and nothing from bytes that are not a record.
+func TestKindOfEncoded(t *testing.T) {
+	for _, g := range goldenRecords() {
+		if got := crdt.KindOfEncoded(encode(t, g.entry)); got != g.entry.Kind {
+			t.Errorf("%s: kind %v, want %v", g.name, got, g.entry.Kind)
+		}
+	}
+	for _, b := range [][]byte{nil, {0xa2}, {0xa2, 0x00, 0x02, 0x01}, {0xa1, 0x00, 0x01, 0x01}, {0xa2, 0x00, 0x01, 0x00}, {0xa2, 0x00, 0x01, 0x18, 0x20}} {
+		if got := crdt.KindOfEncoded(b); got != 0 {
+			t.Errorf("% x: kind %v, want none", b, got)
+		}
+	}
+}

@@ -13,12 +13,15 @@ const (
 	KindDevice         Kind = 2
 	KindKosyncUser     Kind = 3
 	KindKosyncProgress Kind = 4
+	// KindKosyncLink records are sent only on sync streams of protocol 3
+	// and later, which know them.
+	KindKosyncLink Kind = 5
 )
 
 // Kinds returns every record kind, for callers that count or scan all
 // records.
 func Kinds() []Kind {
-	return []Kind{KindBook, KindDevice, KindKosyncUser, KindKosyncProgress}
+	return []Kind{KindBook, KindDevice, KindKosyncUser, KindKosyncProgress, KindKosyncLink}
 }
 
 func (k Kind) String() string {
@@ -31,6 +34,8 @@ func (k Kind) String() string {
 		return "kosync user"
 	case KindKosyncProgress:
 		return "kosync progress"
+	case KindKosyncLink:
+		return "kosync link"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -44,6 +49,7 @@ type Entry struct {
 	Device         Device
 	KosyncUser     KosyncUser
 	KosyncProgress KosyncProgress
+	KosyncLink     KosyncLink
 }
 
 // BookEntry wraps a book record.
@@ -62,8 +68,8 @@ func KosyncProgressEntry(p KosyncProgress) Entry {
 
 // AppendID appends the identity of the record, unique across kinds: the kind
 // byte, then the binary book key, the big-endian device id, the kosync
-// account name, or the account name, a NUL and the document (neither may
-// hold a NUL). Two entries merge only if their ids are equal.
+// account name, the account name, a NUL and the document (neither may
+// hold a NUL), or a link's document. Two entries merge only if their ids are equal.
 func (e *Entry) AppendID(b []byte) []byte {
 	b = append(b, byte(e.Kind))
 	switch e.Kind {
@@ -75,6 +81,8 @@ func (e *Entry) AppendID(b []byte) []byte {
 		b = append(b, e.KosyncUser.Name...)
 	case KindKosyncProgress:
 		b = append(append(append(b, e.KosyncProgress.User...), 0), e.KosyncProgress.Document...)
+	case KindKosyncLink:
+		b = append(b, e.KosyncLink.Document...)
 	}
 	return b
 }
@@ -107,6 +115,12 @@ func (e *Entry) Merge(o *Entry) (bool, error) {
 			return false, invalidf("merge of kosync progress %q/%q into %q/%q", q.User, q.Document, p.User, p.Document)
 		}
 		return p.Merge(q), nil
+	case KindKosyncLink:
+		l, m := &e.KosyncLink, &o.KosyncLink
+		if l.Document != m.Document {
+			return false, invalidf("merge of kosync link %q into %q", m.Document, l.Document)
+		}
+		return l.Merge(m), nil
 	}
 	return false, invalidf("merge of unknown %s", e.Kind)
 }
@@ -131,6 +145,8 @@ func (e *Entry) MaxTimestamp() Timestamp {
 		return e.KosyncUser.Auth.At
 	case KindKosyncProgress:
 		return e.KosyncProgress.At
+	case KindKosyncLink:
+		return e.KosyncLink.At
 	}
 	return Timestamp{}
 }
@@ -148,6 +164,8 @@ func (e *Entry) Validate() error {
 		return e.KosyncUser.validate()
 	case KindKosyncProgress:
 		return e.KosyncProgress.validate()
+	case KindKosyncLink:
+		return e.KosyncLink.validate()
 	}
 	return invalidf("unknown record kind %d", uint8(e.Kind))
 }

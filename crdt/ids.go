@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/danyue/danyue/internal/keyalgo"
 )
 
 // ErrInvalid is wrapped by every error about a value that breaks the rules of
@@ -29,6 +31,21 @@ func (d DeviceID) String() string {
 	return string(b[:])
 }
 
+// MarshalText gives the hex form, so that JSON (logs included) shows the id
+// as the CLI and the API do, and as a string: a decimal over 2^53 would
+// lose digits in JavaScript.
+func (d DeviceID) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses the form MarshalText makes.
+func (d *DeviceID) UnmarshalText(b []byte) error {
+	v, err := ParseDeviceID(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
 // ParseDeviceID parses the 16-hex-digit form made by DeviceID.String.
 func ParseDeviceID(s string) (DeviceID, error) {
 	if len(s) != 16 {
@@ -41,33 +58,14 @@ func ParseDeviceID(s string) (DeviceID, error) {
 	return DeviceID(v), nil
 }
 
-// Algo is the hash function of a BookKey.
-type Algo uint8
+// Algo is the hash function of a BookKey; bookkey, which computes keys,
+// numbers it alike (both use keyalgo).
+type Algo = keyalgo.Algo
 
 const (
-	MD5    Algo = 1
-	SHA256 Algo = 2
+	MD5    = keyalgo.MD5
+	SHA256 = keyalgo.SHA256
 )
-
-func (a Algo) String() string {
-	switch a {
-	case MD5:
-		return "md5"
-	case SHA256:
-		return "sha256"
-	}
-	return "algo(" + strconv.Itoa(int(a)) + ")"
-}
-
-func (a Algo) size() int {
-	switch a {
-	case MD5:
-		return 16
-	case SHA256:
-		return 32
-	}
-	return 0
-}
 
 // BookKey identifies a book by the hash of its normalized text (see package
 // bookkey): "md5:<32 hex>" or "sha256:<64 hex>". The zero BookKey is invalid.
@@ -89,10 +87,10 @@ func ParseBookKey(s string) (BookKey, error) {
 	case name == "sha256":
 		k.algo = SHA256
 	}
-	if k.algo == 0 || len(digits) != 2*k.algo.size() {
+	if k.algo == 0 || len(digits) != 2*k.algo.Size() {
 		return BookKey{}, invalidf("book key %q is not md5:<32 hex digits> or sha256:<64 hex digits>", truncate(s, 80))
 	}
-	if _, err := hex.Decode(k.sum[:k.algo.size()], []byte(digits)); err != nil {
+	if _, err := hex.Decode(k.sum[:k.algo.Size()], []byte(digits)); err != nil {
 		return BookKey{}, invalidf("book key %q is not md5:<32 hex digits> or sha256:<64 hex digits>", truncate(s, 80))
 	}
 	return k, nil
@@ -118,7 +116,7 @@ func (k BookKey) String() string {
 	if k.IsZero() {
 		return ""
 	}
-	return k.algo.String() + ":" + hex.EncodeToString(k.sum[:k.algo.size()])
+	return k.algo.String() + ":" + hex.EncodeToString(k.sum[:k.algo.Size()])
 }
 
 // AppendBinary appends the compact form used on the wire and on disk: the
@@ -128,7 +126,7 @@ func (k BookKey) AppendBinary(b []byte) ([]byte, error) {
 		return b, invalidf("zero book key")
 	}
 	b = append(b, byte(k.algo))
-	return append(b, k.sum[:k.algo.size()]...), nil
+	return append(b, k.sum[:k.algo.Size()]...), nil
 }
 
 // BookKeyFromBinary parses the form made by AppendBinary.
@@ -137,7 +135,7 @@ func BookKeyFromBinary(b []byte) (BookKey, error) {
 		return BookKey{}, invalidf("empty binary book key")
 	}
 	k := BookKey{algo: Algo(b[0])}
-	if k.algo.size() == 0 || len(b) != 1+k.algo.size() {
+	if k.algo.Size() == 0 || len(b) != 1+k.algo.Size() {
 		return BookKey{}, invalidf("binary book key of %d bytes with algorithm %d", len(b), b[0])
 	}
 	copy(k.sum[:], b[1:])

@@ -100,8 +100,29 @@ func SetKosyncUser(at Timestamp, name, auth string) (Entry, error) {
 	if err := u.validate(); err != nil {
 		return Entry{}, err
 	}
+	if err := CheckText("kosync user name", name); err != nil {
+		return Entry{}, err
+	}
 	return KosyncUserEntry(u), nil
 }
+
+// KosyncRemoved is the key hash of a removed account: no key matches it. A
+// removal is a value, not an empty register, so that a device of an older
+// version takes the record as an ordinary change of key (which no client
+// can log in with) instead of refusing it.
+const KosyncRemoved = "removed"
+
+// RemoveKosyncUser records, as of at, that the account name is gone. Like
+// every write to the register, a later SetKosyncUser (the account made
+// again) wins over it, and it wins over every earlier one, wherever they
+// arrive from.
+func RemoveKosyncUser(at Timestamp, name string) (Entry, error) {
+	return SetKosyncUser(at, name, KosyncRemoved)
+}
+
+// Exists reports whether the account is there: written, and not removed
+// since.
+func (u *KosyncUser) Exists() bool { return !u.Auth.At.IsZero() && u.Auth.Value != KosyncRemoved }
 
 // SetKosyncProgress records p (its At is ignored) as the place of p.User in
 // p.Document as of at.
@@ -114,6 +135,9 @@ func SetKosyncProgress(at Timestamp, p KosyncProgress) (Entry, error) {
 		p.Percentage = 0 // -0 is a second encoding of 0: write the one form
 	}
 	if err := p.validate(); err != nil {
+		return Entry{}, err
+	}
+	if err := p.checkText(); err != nil {
 		return Entry{}, err
 	}
 	return KosyncProgressEntry(p), nil
@@ -159,6 +183,20 @@ func (p *KosyncProgress) validate() error {
 		return err
 	}
 	return validKosyncValue("kosync device id", p.DeviceID, MaxKosyncDeviceBytes)
+}
+
+// checkText holds a new write to CheckText; validate, which records from
+// peers also pass, does not (see CheckText).
+func (p *KosyncProgress) checkText() error {
+	for _, f := range []struct{ what, s string }{
+		{"kosync user name", p.User}, {"kosync document", p.Document}, {"kosync progress", p.Progress},
+		{"kosync device", p.Device}, {"kosync device id", p.DeviceID},
+	} {
+		if err := CheckText(f.what, f.s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // validKosyncID checks a part of a record's identity: not empty, bounded,

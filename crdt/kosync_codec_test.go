@@ -33,6 +33,11 @@ func kosyncGoldenRecords() []struct {
 			Progress: "第三章", Percentage: 0, Device: "文石 Leaf", DeviceID: "",
 		})},
 		{"kosync-progress-key-only", crdt.KosyncProgressEntry(crdt.KosyncProgress{User: "alice", Document: "d"})},
+		{"kosync-link", crdt.KosyncLinkEntry(crdt.KosyncLink{
+			Document: "0b229176d4e8db7f6d2b5a4952368d7a", At: ts(t0+2*day, 1, laptop),
+			Book: crdt.MustParseBookKey("md5:9cc2ae8a1ba7a93da39b46fc1019c481"), Title: "三体.txt",
+		})},
+		{"kosync-link-document-only", crdt.KosyncLinkEntry(crdt.KosyncLink{Document: "d"})},
 	}
 }
 
@@ -50,6 +55,13 @@ const (
 func kosyncUserOf(fields ...string) string {
 	return "a2 00 01 03 " + mapHead(len(fields)) + " " + strings.Join(fields, " ")
 }
+
+func kosyncLinkOf(fields ...string) string {
+	return "a2 00 01 05 " + mapHead(len(fields)) + " " + strings.Join(fields, " ")
+}
+
+// hLinkKey is an md5 book key in binary: h'01 + 16 bytes'.
+const hLinkKey = "51 01 0123456789abcdef0123456789abcdef"
 
 func kosyncProgressOf(fields ...string) string {
 	return "a2 00 01 04 " + mapHead(len(fields)) + " " + strings.Join(fields, " ")
@@ -88,6 +100,16 @@ func kosyncHostileInputs() []hostile {
 		{"kosync: empty key hash", hx(kosyncUserOf(hKUser, "01 84 "+hStamp+" 60")), inv},
 		{"kosync: key hash without a timestamp", hx(kosyncUserOf(hKUser, "01 84 00 00 00 61 68")), inv},
 		{"kosync: book and kosync user in one entry", hx("a3 00 01 01 a1 " + hKey + " 03 a1 " + hKUser), inv},
+		{"kosync link: no book", hx(kosyncLinkOf("00 63 646f63", "01 85 "+hStamp+" 40 60")), inv},
+		{"kosync link: book key of a bad length", hx(kosyncLinkOf("00 63 646f63", "01 85 "+hStamp+" 43 010203 60")), inv},
+		{"kosync link: book key of an unknown algorithm", hx(kosyncLinkOf("00 63 646f63", "01 85 "+hStamp+" 51 09 0123456789abcdef0123456789abcdef 60")), inv},
+		{"kosync link: title too long", hx(kosyncLinkOf("00 63 646f63", "01 85 "+hStamp+" "+hLinkKey+" "+long(crdt.MaxTitleBytes+1))), inv},
+		{"kosync link: title not UTF-8", hx(kosyncLinkOf("00 63 646f63", "01 85 "+hStamp+" "+hLinkKey+" 62 fffe")), inv},
+		{"kosync link: content without a timestamp", hx(kosyncLinkOf("00 63 646f63", "01 85 00 00 00 "+hLinkKey+" 60")), inv},
+		{"kosync link: empty document", hx(kosyncLinkOf("00 60")), inv},
+		{"kosync link: document with NUL", hx(kosyncLinkOf("00 63 610062")), inv},
+		{"kosync link: register of 4 elements", hx(kosyncLinkOf("00 63 646f63", "01 84 "+hStamp+" "+hLinkKey)), inv},
+		{"kosync: link and progress in one entry", hx("a3 00 01 04 a2 " + hKUser + " " + hKDoc + " 05 a1 00 63 646f63"), inv},
 		{"kosync: user and progress in one entry", hx("a3 00 01 03 a1 " + hKUser + " 04 a2 " + hKUser + " " + hKDoc), inv},
 	}
 }

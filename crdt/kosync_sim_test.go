@@ -18,7 +18,7 @@ var (
 	simKosyncPercents  = []float64{0, 0.3242, 0.5, 1, math.SmallestNonzeroFloat64}
 	simKosyncReaders   = []string{"Kobo Libra 2", "文石 Leaf", ""}
 	simKosyncReaderIDs = []string{"8b2fd53c1f5e4a3e9a4f7c11d2e0b6a1", "x"}
-	simKosyncAuths     = []string{"v1:00112233:aa", "v1:44556677:bb"}
+	simKosyncAuths     = []string{"v1:00112233:aa", "v1:44556677:bb", crdt.KosyncRemoved}
 )
 
 // drawKosync draws a random kosync write into op, for the oracle and for
@@ -39,7 +39,8 @@ func drawKosync(t *rapid.T, op *loggedOp) {
 // oracleKosync is the record e should be after the given operations, if e is
 // a kosync record:
 //   - an account: the key hash of the latest write of that name;
-//   - a progress: the latest write of that (user, document), whole.
+//   - a progress: the latest write of that (user, document), whole;
+//   - a link: the latest link of that document, whole.
 func oracleKosync(e crdt.Entry, log []loggedOp) (crdt.Entry, bool) {
 	switch e.Kind {
 	case crdt.KindKosyncUser:
@@ -60,6 +61,14 @@ func oracleKosync(e crdt.Entry, log []loggedOp) (crdt.Entry, bool) {
 			}
 		}
 		return crdt.KosyncProgressEntry(p), true
+	case crdt.KindKosyncLink:
+		l := crdt.KosyncLink{Document: e.KosyncLink.Document}
+		for _, op := range log {
+			if op.kind == opKosyncLink && op.kosync.Document == l.Document && later(op.at, l.At) {
+				l.At, l.Book, l.Title = op.at, op.key, op.text
+			}
+		}
+		return crdt.KosyncLinkEntry(l), true
 	}
 	return crdt.Entry{}, false
 }
@@ -74,6 +83,8 @@ func emptyOf(e crdt.Entry) crdt.Entry {
 		return crdt.KosyncUserEntry(crdt.KosyncUser{Name: e.KosyncUser.Name})
 	case crdt.KindKosyncProgress:
 		return crdt.KosyncProgressEntry(crdt.KosyncProgress{User: e.KosyncProgress.User, Document: e.KosyncProgress.Document})
+	case crdt.KindKosyncLink:
+		return crdt.KosyncLinkEntry(crdt.KosyncLink{Document: e.KosyncLink.Document})
 	}
 	return crdt.DeviceEntry(crdt.Device{ID: e.Device.ID})
 }

@@ -122,6 +122,7 @@ func TestKosyncOpsRejectInvalidInput(t *testing.T) {
 		{"user: name with NUL", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "al\x00ice", "h") }},
 		{"user: name too long", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, long(crdt.MaxKosyncUserBytes), "h") }},
 		{"user: name not UTF-8", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "al\xffice", "h") }},
+		{"user: name with ESC", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "al\x1bice", "h") }},
 		{"user: empty hash", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "alice", "") }},
 		{"user: hash too long", func() (crdt.Entry, error) { return crdt.SetKosyncUser(at, "alice", long(crdt.MaxKosyncAuthBytes)) }},
 	}
@@ -135,6 +136,10 @@ func TestKosyncOpsRejectInvalidInput(t *testing.T) {
 		{"document too long", with(func(p *crdt.KosyncProgress) { p.Document = long(crdt.MaxKosyncDocumentBytes) })},
 		{"progress too long", with(func(p *crdt.KosyncProgress) { p.Progress = long(crdt.MaxKosyncProgressBytes) })},
 		{"progress not UTF-8", with(func(p *crdt.KosyncProgress) { p.Progress = "\xe7\xac" })},
+		{"progress with newline", with(func(p *crdt.KosyncProgress) { p.Progress = "/body\n" })},
+		{"device with ESC", with(func(p *crdt.KosyncProgress) { p.Device = "Kobo\x1b[31m" })},
+		{"device id with C1", with(func(p *crdt.KosyncProgress) { p.DeviceID = "\u0085" })},
+		{"document with tab", with(func(p *crdt.KosyncProgress) { p.Document = "a\tb" })},
 		{"device too long", with(func(p *crdt.KosyncProgress) { p.Device = long(crdt.MaxKosyncDeviceBytes) })},
 		{"device id too long", with(func(p *crdt.KosyncProgress) { p.DeviceID = long(crdt.MaxKosyncDeviceBytes) })},
 		{"negative percentage", with(func(p *crdt.KosyncProgress) { p.Percentage = -0.01 })},
@@ -238,5 +243,36 @@ func TestKosyncIDs(t *testing.T) {
 	written := must(t)(crdt.SetKosyncProgress(ts(t0, 0, devA), crdt.KosyncProgress{User: "ab", Document: "c", Progress: "p"}))
 	if got, want := id(written), "\x04ab\x00c"; got != want {
 		t.Errorf("id of ab/c = %q, want %q", got, want)
+	}
+}
+
+// A removed account stays removed against every earlier write, in any
+// order of arrival, and comes back only by a later one.
+func TestKosyncUserRemoval(t *testing.T) {
+	at := func(ms uint64) crdt.Timestamp { return crdt.Timestamp{Wall: 1767225600000 + ms, Device: 7} }
+	add1, _ := crdt.SetKosyncUser(at(1000), "alice", "v1:aa")
+	del2, _ := crdt.RemoveKosyncUser(at(2000), "alice")
+	add3, _ := crdt.SetKosyncUser(at(3000), "alice", "v1:bb")
+	for _, tc := range []struct {
+		name   string
+		writes []crdt.Entry
+		exists bool
+	}{
+		{"added", []crdt.Entry{add1}, true},
+		{"removed", []crdt.Entry{add1, del2}, false},
+		{"removal arrives first", []crdt.Entry{del2, add1}, false},
+		{"made again", []crdt.Entry{add1, del2, add3}, true},
+		{"made again, out of order", []crdt.Entry{add3, add1, del2}, true},
+	} {
+		u := crdt.KosyncUser{Name: "alice"}
+		for _, w := range tc.writes {
+			u.Merge(&w.KosyncUser)
+		}
+		if u.Exists() != tc.exists {
+			t.Errorf("%s: exists %v, want %v (%+v)", tc.name, u.Exists(), tc.exists, u)
+		}
+	}
+	if (&crdt.KosyncUser{Name: "alice"}).Exists() {
+		t.Error("a never-written account exists")
 	}
 }

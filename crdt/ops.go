@@ -72,7 +72,7 @@ func SetTitle(key BookKey, at Timestamp, title string) (Entry, error) {
 	if err := checkWrite(key, at); err != nil {
 		return Entry{}, err
 	}
-	if err := validText("title", title, MaxTitleBytes); err != nil {
+	if err := cleanText("title", title, MaxTitleBytes); err != nil {
 		return Entry{}, err
 	}
 	return BookEntry(Book{Key: key, Title: Text{At: at, Value: title}}), nil
@@ -86,7 +86,7 @@ func RenameDevice(at Timestamp, name string) (Entry, error) {
 	if err := at.validate(); err != nil {
 		return Entry{}, err
 	}
-	if err := validText("device name", name, MaxDeviceNameBytes); err != nil {
+	if err := cleanText("device name", name, MaxDeviceNameBytes); err != nil {
 		return Entry{}, err
 	}
 	return DeviceEntry(Device{ID: at.Device, Name: Text{At: at, Value: name}}), nil

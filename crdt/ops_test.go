@@ -62,6 +62,14 @@ func TestLocalOpsRejectInvalidInput(t *testing.T) {
 			return crdt.RenameDevice(at, strings.Repeat("p", crdt.MaxDeviceNameBytes+1))
 		}},
 		{"device name: invalid UTF-8", func() (crdt.Entry, error) { return crdt.RenameDevice(at, "Pixel\xc0") }},
+		{"title: ESC (terminal escape)", func() (crdt.Entry, error) { return crdt.SetTitle(keyMD5, at, "Red\x1b[2JChamber") }},
+		{"title: NUL", func() (crdt.Entry, error) { return crdt.SetTitle(keyMD5, at, "Red\x00") }},
+		{"title: newline", func() (crdt.Entry, error) { return crdt.SetTitle(keyMD5, at, "Red\nChamber") }},
+		{"title: tab", func() (crdt.Entry, error) { return crdt.SetTitle(keyMD5, at, "Red\tChamber") }},
+		{"title: DEL", func() (crdt.Entry, error) { return crdt.SetTitle(keyMD5, at, "Red\x7f") }},
+		{"title: C1 CSI", func() (crdt.Entry, error) { return crdt.SetTitle(keyMD5, at, "Red\u009b2J") }},
+		{"device name: newline", func() (crdt.Entry, error) { return crdt.RenameDevice(at, "Pixel\nfake log line") }},
+		{"device name: ESC", func() (crdt.Entry, error) { return crdt.RenameDevice(at, "\x1b]0;owned\x07") }},
 		{"device name: zero timestamp", func() (crdt.Entry, error) { return crdt.RenameDevice(crdt.Timestamp{}, "Pixel") }},
 		{"device name: timestamp without a device", func() (crdt.Entry, error) { return crdt.RenameDevice(ts(t0, 0, 0), "Pixel") }},
 		{"device name: timestamp past year 9999", func() (crdt.Entry, error) { return crdt.RenameDevice(ts(crdt.MaxWall+1, 0, devA), "Pixel") }},
@@ -147,5 +155,31 @@ func TestLocalOpsDeltas(t *testing.T) {
 		if !reflect.DeepEqual(tt.got, tt.want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, tt.got, tt.want)
 		}
+	}
+}
+
+// Rule (CheckText): text a device writes holds no control characters, but a
+// record from a peer or from disk that holds one (an older version wrote
+// it) still decodes and merges: refusing it would stop sync with that
+// device for good. Printable text, U+FFFD and format characters pass.
+func TestControlCharactersRefusedOnlyOnLocalWrites(t *testing.T) {
+	at := ts(t0, 0, devA)
+	for _, ok := range []string{"红楼梦", "Dream of the Red Chamber", "a\uFFFDb", "\u200dzwj", "é"} {
+		if _, err := crdt.SetTitle(keyMD5, at, ok); err != nil {
+			t.Errorf("SetTitle(%q) = %v, want accepted", ok, err)
+		}
+		if err := crdt.CheckText("title", ok); err != nil {
+			t.Errorf("CheckText(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"\x1b", "a\nb", "\r", "\x00", "\x7f", "\u0080", "\u009f", "\xff", "a\xed\xa0\x80"} {
+		if err := crdt.CheckText("title", bad); !errors.Is(err, crdt.ErrInvalid) {
+			t.Errorf("CheckText(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	old := crdt.BookEntry(crdt.Book{Key: keyMD5, Title: crdt.Text{At: at, Value: "old\x1b[31m title\n"}})
+	got, err := crdt.Decode(encode(t, old))
+	if err != nil || got.Book.Title.Value != old.Book.Title.Value {
+		t.Fatalf("Decode of an older device's record with control characters = %q, %v; want it kept", got.Book.Title.Value, err)
 	}
 }

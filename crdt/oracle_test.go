@@ -23,10 +23,11 @@ const (
 	opRename
 	opKosyncUser
 	opKosyncProgress
+	opKosyncLink
 )
 
 func (k opKind) String() string {
-	return [...]string{"position", "read", "delete", "title", "rename", "kosync user", "kosync progress"}[k]
+	return [...]string{"position", "read", "delete", "title", "rename", "kosync user", "kosync progress", "kosync link"}[k]
 }
 
 // loggedOp is one local operation as the user asked for it, with the
@@ -39,8 +40,8 @@ type loggedOp struct {
 	char    uint64
 	percent crdt.Percent
 	ms      uint64              // read time added
-	text    string              // title, device name, or kosync key hash
-	kosync  crdt.KosyncProgress // kosync ops: the account (User), and for progress what was written
+	text    string              // title, device name, kosync key hash, or a link's title
+	kosync  crdt.KosyncProgress // kosync ops: the account (User), and for progress what was written; a link's Document
 }
 
 // later is the timestamp order of DESIGN ("wall ms, logical counter, device

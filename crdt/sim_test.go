@@ -99,7 +99,7 @@ func (s *simulation) wall(t *rapid.T, d *simDevice) uint64 {
 func (s *simulation) localOp(t *rapid.T) {
 	d := rapid.SampledFrom(s.devices).Draw(t, "device")
 	key := rapid.SampledFrom(s.keys).Draw(t, "key")
-	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename, opKosyncUser, opKosyncProgress}).Draw(t, "op"), dev: d.id}
+	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename, opKosyncUser, opKosyncProgress, opKosyncLink}).Draw(t, "op"), dev: d.id}
 	switch op.kind {
 	case opPosition:
 		op.key, op.char = key, rapid.SampledFrom(simChars).Draw(t, "char")
@@ -114,6 +114,10 @@ func (s *simulation) localOp(t *rapid.T) {
 		op.text = rapid.SampledFrom(simNames).Draw(t, "name")
 	case opKosyncUser, opKosyncProgress:
 		drawKosync(t, &op)
+	case opKosyncLink:
+		op.key = key
+		op.kosync.Document = rapid.SampledFrom(simKosyncDocs).Draw(t, "document")
+		op.text = rapid.SampledFrom(append([]string{""}, simTitles...)).Draw(t, "file title")
 	}
 	rid := recordID(identityOf(op))
 	local := d.records[rid]
@@ -151,9 +155,15 @@ func (s *simulation) localOp(t *rapid.T) {
 	case opRename:
 		e, err = crdt.RenameDevice(op.at, op.text)
 	case opKosyncUser:
-		e, err = crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+		if op.text == crdt.KosyncRemoved {
+			e, err = crdt.RemoveKosyncUser(op.at, op.kosync.User)
+		} else {
+			e, err = crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+		}
 	case opKosyncProgress:
 		e, err = crdt.SetKosyncProgress(op.at, op.kosync)
+	case opKosyncLink:
+		e, err = crdt.LinkKosyncDocument(op.at, op.kosync.Document, op.key, op.text)
 	}
 	if err != nil {
 		t.Fatalf("%s on %v: %v", op.kind, d.id, err)
@@ -341,6 +351,8 @@ func identityOf(op loggedOp) crdt.Entry {
 		return crdt.KosyncUserEntry(crdt.KosyncUser{Name: op.kosync.User})
 	case opKosyncProgress:
 		return crdt.KosyncProgressEntry(crdt.KosyncProgress{User: op.kosync.User, Document: op.kosync.Document})
+	case opKosyncLink:
+		return crdt.KosyncLinkEntry(crdt.KosyncLink{Document: op.kosync.Document})
 	}
 	return crdt.BookEntry(crdt.Book{Key: op.key})
 }

@@ -1,6 +1,7 @@
 package crdt
 
 import (
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -64,6 +65,41 @@ func validText(what, s string, maxBytes int) error {
 		return invalidf("%s is not valid UTF-8", what)
 	}
 	return nil
+}
+
+// CheckText refuses text that a device must not write: invalid UTF-8 and
+// control characters (C0 with newlines and tabs, DEL, C1), which a terminal
+// or a log could take as commands. Every local write of text goes through it
+// (the operations in ops.go and kosync.go, and the daemon's API for every
+// string of a request body). Records from peers and from disk are not held to
+// it: a device of an older version may have written such a record, and
+// refusing it would stop sync with that device for good and leave a store
+// unreadable; whoever prints them escapes what is not printable instead.
+func CheckText(what, s string) error {
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !isRuneErrorChar(s[i:]):
+			return invalidf("%s is not valid UTF-8 (at byte %d)", what, i)
+		case unicode.IsControl(r):
+			return invalidf("%s contains the control character U+%04X at byte %d; text may hold no control characters (newlines and tabs included)", what, r, i)
+		}
+	}
+	return nil
+}
+
+// isRuneErrorChar reports whether s starts with an encoded U+FFFD, which is
+// valid text, rather than with a byte that does not decode.
+func isRuneErrorChar(s string) bool {
+	_, size := utf8.DecodeRuneInString(s)
+	return size == 3
+}
+
+// cleanText is validText for a local write: also CheckText.
+func cleanText(what, s string, maxBytes int) error {
+	if err := validText(what, s, maxBytes); err != nil {
+		return err
+	}
+	return CheckText(what, s)
 }
 
 func (r ReadTime) validate() error {

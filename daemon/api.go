@@ -18,8 +18,9 @@ const (
 	permRead perm = iota + 1
 	// permWrite may change it (positions, read time, deletes).
 	permWrite
-	// permAdmin may read the library secret (invite) or change the library
-	// (join): only the device's own user on the unix socket.
+	// permAdmin may read the library secret (invite), change the library
+	// (join) or make kosync accounts: only the device's own user, on the
+	// unix socket or in process.
 	permAdmin
 )
 
@@ -42,12 +43,20 @@ func (d *Daemon) routeTable() []route {
 		{"POST", "/v1/books/{key}/read-time", permWrite, d.handleReadTime},
 		{"DELETE", "/v1/books/{key}", permWrite, d.handleDelete},
 		{"GET", "/v1/events", permRead, d.handleEvents},
+		{"GET", "/v1/changes", permRead, d.handleChanges},
 		{"GET", "/v1/stats/daily", permRead, d.handleDaily},
 		{"POST", "/v1/invite", permAdmin, d.handleInvite},
 		{"POST", "/v1/join", permAdmin, d.handleJoin},
+		{"POST", "/v1/pairing", permAdmin, d.handlePairingCreate},
+		{"GET", "/v1/pairing/{id}", permAdmin, d.handlePairingGet},
+		{"DELETE", "/v1/pairing/{id}", permAdmin, d.handlePairingDelete},
 		{"POST", "/v1/kosync/users", permAdmin, d.handleKosyncAddUser},
+		{"PUT", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncPasswd},
+		{"DELETE", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncDelUser},
 		{"GET", "/v1/kosync/progress", permRead, d.handleKosyncProgress},
+		{"PUT", "/v1/kosync/links/{document}", permWrite, d.handleKosyncLink},
 		{"GET", "/v1/openapi.json", permRead, handleOpenAPI},
+		{"POST", "/v1/web/login-token", permAdmin, d.handleWebLoginToken},
 	}
 }
 
@@ -64,12 +73,11 @@ func (d *Daemon) routes() http.Handler {
 		allow := strings.Join(methods, ", ")
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethod, "%s %s is not supported; use %s", r.Method, r.URL.Path, allow))
+			d.writeError(w, r, "", errorf(http.StatusMethodNotAllowed, api.CodeMethod, "%s %s is not supported; use %s", r.Method, r.URL.Path, allow))
 		})
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "no endpoint %s; see /v1/openapi.json", r.URL.Path))
-	})
+	// Everything else is the status page, on the TCP listener (web.go).
+	mux.HandleFunc("/", d.serveStatusPage)
 	return mux
 }
 
@@ -77,16 +85,31 @@ func (d *Daemon) routes() http.Handler {
 // permission before calling the handler.
 func (d *Daemon) guard(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route := rt.method + " " + rt.path
 		if err := d.authorize(r, rt.perm); err != nil {
-			writeError(w, err)
+			d.writeError(w, r, route, err)
 			return
 		}
 		if err := rt.handler(w, r); err != nil {
-			writeError(w, err)
+			d.writeError(w, r, route, err)
 		}
 	})
 }
 
+// authorize checks that the caller of r may do what the route needs. Who
+// may do what:
+//
+//   - the local endpoint (the unix socket or named pipe): admin, once the
+//     OS vouched that the caller is this user (or root); this is the
+//     device's owner, who may also read the library secret;
+//   - the in-process caller (an app embedding the daemon): admin, for the
+//     same reason;
+//   - --http with the token of DATA/api-token: write (read and change the
+//     library, not invite or join);
+//   - --http with the token of DATA/api-token-read: read only, for what
+//     only shows the library (a widget, a status bar, a monitor).
+//
+// Anything else is refused.
 func (d *Daemon) authorize(r *http.Request, need perm) error {
 	// A browser page must never drive the API, whichever listener it
 	// reaches: browsers send Origin (and Referer) on cross-site requests,
@@ -94,34 +117,63 @@ func (d *Daemon) authorize(r *http.Request, need perm) error {
 	if r.Header.Get("Origin") != "" || r.Header.Get("Referer") != "" {
 		return errorf(http.StatusForbidden, api.CodeForbidden, "requests from web pages are refused")
 	}
+	has, err := d.callerPerm(r)
+	if err != nil {
+		return err
+	}
+	switch {
+	case need <= has:
+		return nil
+	case need == permAdmin:
+		return errorf(http.StatusForbidden, api.CodeForbidden, "this endpoint is only available on the unix socket")
+	}
+	return errorf(http.StatusForbidden, api.CodeForbidden, "the read-only token (api-token-read) cannot change the library; use the token in api-token")
+}
+
+// callerPerm is what the caller of r may do (see authorize), or why it may
+// do nothing.
+func (d *Daemon) callerPerm(r *http.Request) (perm, error) {
 	info, _ := r.Context().Value(connInfoKey{}).(connInfo)
 	switch info.kind {
 	case connUnix:
 		if !info.vouched {
-			return errorf(http.StatusForbidden, api.CodeForbidden, "the system could not tell which user is calling, so the request is refused")
+			return 0, errorf(http.StatusForbidden, api.CodeForbidden, "the system could not tell which user is calling, so the request is refused")
 		}
 		if info.uid >= 0 && info.uid != os.Getuid() && info.uid != 0 {
-			return errorf(http.StatusForbidden, api.CodeForbidden, "the socket belongs to another user")
+			return 0, errorf(http.StatusForbidden, api.CodeForbidden, "the socket belongs to another user")
 		}
-		return nil
+		return permAdmin, nil
 	case connTCP:
 		if !loopbackHost(r.Host) {
-			return errorf(http.StatusForbidden, api.CodeForbidden, "the Host header must name a loopback address, not %q", r.Host)
+			return 0, errorf(http.StatusForbidden, api.CodeForbidden, "the Host header must name a loopback address, not %q", r.Host)
 		}
-		auth, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(auth)), []byte(d.token)) != 1 {
-			return errorf(http.StatusUnauthorized, api.CodeUnauthorized, "a valid Authorization: Bearer token is required (it is in the data dir's api-token file)")
+		if p := d.tokenPerm(r.Header.Get("Authorization")); p != 0 {
+			return p, nil
 		}
-		if need == permAdmin {
-			return errorf(http.StatusForbidden, api.CodeForbidden, "this endpoint is only available on the unix socket")
-		}
-		return nil
+		return 0, errorf(http.StatusUnauthorized, api.CodeUnauthorized, "a valid Authorization: Bearer token is required (it is in the data dir's api-token file)")
 	case connInProcess:
-		// The app that embeds the daemon started it: it is the device's
-		// owner, as the user on the unix socket is.
-		return nil
+		return permAdmin, nil
 	}
-	return errorf(http.StatusForbidden, api.CodeForbidden, "unknown connection")
+	return 0, errorf(http.StatusForbidden, api.CodeForbidden, "unknown connection")
+}
+
+// tokenPerm is what the bearer token in an Authorization header grants: 0
+// for none. Both tokens are compared in constant time, whichever matches.
+func (d *Daemon) tokenPerm(header string) perm {
+	auth, ok := strings.CutPrefix(header, "Bearer ")
+	tok := []byte(strings.TrimSpace(auth))
+	if !ok || len(tok) == 0 {
+		return 0
+	}
+	write := subtle.ConstantTimeCompare(tok, []byte(d.token)) == 1 && d.token != ""
+	read := subtle.ConstantTimeCompare(tok, []byte(d.readToken)) == 1 && d.readToken != ""
+	switch {
+	case write:
+		return permWrite
+	case read:
+		return permRead
+	}
+	return 0
 }
 
 // loopbackHost reports whether a Host header names this machine's loopback,

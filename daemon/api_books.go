@@ -3,12 +3,13 @@ package daemon
 import (
 	"errors"
 	"net/http"
-	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/store"
 )
 
 // maxAddMs bounds one read-time report: a day. A larger one is a bug in the
@@ -26,37 +27,9 @@ func pathKey(r *http.Request) (crdt.BookKey, error) {
 	return key, nil
 }
 
+// handleBooks lists the shelf, paged and streamed (api_pages.go).
 func (d *Daemon) handleBooks(w http.ResponseWriter, r *http.Request) error {
-	withDeleted := false
-	switch v := r.URL.Query().Get("deleted"); v {
-	case "", "0", "false":
-	case "1", "true":
-		withDeleted = true
-	default:
-		return errorf(http.StatusBadRequest, api.CodeInvalid, "deleted must be 1 or 0, not %q", v)
-	}
-	v := d.viewer()
-	books := []api.Book{}
-	err := d.store.Scan(r.Context(), crdt.KindBook, func(e crdt.Entry) error {
-		if withDeleted || e.Book.Visible() {
-			books = append(books, v.book(&e.Book))
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	// Most recently read first: what a shelf shows.
-	slices.SortStableFunc(books, func(a, b api.Book) int { return strings.Compare(lastAt(b), lastAt(a)) })
-	writeJSON(w, http.StatusOK, api.Books{Books: books})
-	return nil
-}
-
-func lastAt(b api.Book) string {
-	if b.Position == nil {
-		return ""
-	}
-	return b.Position.At
+	return d.listBooks(w, r)
 }
 
 func (d *Daemon) handleBook(w http.ResponseWriter, r *http.Request) error {
@@ -68,8 +41,7 @@ func (d *Daemon) handleBook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return bookError(err, key)
 	}
-	writeJSON(w, http.StatusOK, d.viewer().book(&b))
-	return nil
+	return writeTagged(w, r, d.viewer().book(&b))
 }
 
 func (d *Daemon) handlePosition(w http.ResponseWriter, r *http.Request) error {
@@ -122,17 +94,29 @@ func (d *Daemon) handleReadTime(w http.ResponseWriter, r *http.Request) error {
 	if len(idem) > maxIdempotencyKey {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "Idempotency-Key is longer than %d bytes", maxIdempotencyKey)
 	}
-	dedup := ""
+	dedup, sum := "", []byte(nil)
 	if idem != "" {
 		dedup = "read-time\x00" + key.String() + "\x00" + idem
+		sum = []byte(strconv.FormatInt(*req.AddMs, 10)) // all a report says besides its book
 	}
-	b, err := d.addReadTime(r.Context(), key, uint64(*req.AddMs), dedup)
+	b, err := d.addReadTime(r.Context(), key, uint64(*req.AddMs), dedup, sum)
+	if errors.Is(err, store.ErrDedupMismatch) {
+		return errorf(http.StatusUnprocessableEntity, api.CodeIdempotencyMismatch, "Idempotency-Key %q was used for another report on this book; a retry sends the same addMs, a new report a new key", idem)
+	}
 	if err != nil {
 		return bookError(err, key)
 	}
-	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	out := d.viewer().book(&b)
+	if out.Deleted {
+		out.Notice = deletedReadTimeNotice
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// deletedReadTimeNotice answers a read-time report on a deleted book, which
+// an app may have expected to bring the book back.
+const deletedReadTimeNotice = "the time was counted, but the book stays deleted: read time alone does not bring a book back; a position (PUT .../position) does"
 
 func (d *Daemon) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	key, err := pathKey(r)

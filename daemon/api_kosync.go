@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -52,6 +53,64 @@ func (d *Daemon) handleKosyncAddUser(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// handleKosyncPasswd gives an existing account a new key. Every daemon of
+// the library takes it as it syncs; KOReader devices logged in with the old
+// password are refused from then on.
+func (d *Daemon) handleKosyncPasswd(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	var req api.KosyncPasswdRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Key == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key is required")
+	}
+	if !isLowerHexMD5(*req.Key) {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key must be the lowercase hex MD5 of the password (32 digits), as KOReader sends it")
+	}
+	hash, err := kosync.HashKey(*req.Key)
+	if err != nil {
+		return err
+	}
+	e, err := crdt.SetKosyncUser(d.stamp(), name, hash)
+	if err != nil {
+		return kosyncUserError(name, err)
+	}
+	if err := d.changeKosyncUser(r.Context(), e); err != nil {
+		return kosyncUserError(name, err)
+	}
+	d.log.Info("kosync account key changed", "user", name)
+	writeJSON(w, http.StatusOK, api.KosyncUser{Name: name})
+	return nil
+}
+
+// handleKosyncDelUser removes an account from the library. Its progress
+// records stay (they are the library's history) but no key opens them.
+func (d *Daemon) handleKosyncDelUser(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	e, err := crdt.RemoveKosyncUser(d.stamp(), name)
+	if err != nil {
+		return kosyncUserError(name, err)
+	}
+	if err := d.changeKosyncUser(r.Context(), e); err != nil {
+		return kosyncUserError(name, err)
+	}
+	d.log.Info("kosync account removed", "user", name)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// kosyncUserError maps the errors of an account change to API errors.
+func kosyncUserError(name string, err error) error {
+	switch {
+	case errors.Is(err, kosync.ErrNoUser):
+		return errorf(http.StatusNotFound, api.CodeNotFound, "this library has no KOReader account %q", name)
+	case errors.Is(err, crdt.ErrInvalid):
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	return err
+}
+
 func isLowerHexMD5(s string) bool {
 	if len(s) != 32 {
 		return false
@@ -65,9 +124,20 @@ func isLowerHexMD5(s string) bool {
 }
 
 func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) error {
+	list, err := d.kosyncProgress(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.KosyncProgressList{Progress: list})
+	return nil
+}
+
+// kosyncProgress is every KOReader account's place in every document, named
+// by the linked book, most recent first: for the API and the page.
+func (d *Daemon) kosyncProgress(ctx context.Context) ([]api.KosyncProgress, error) {
 	v := d.viewer()
 	list := []api.KosyncProgress{}
-	err := d.store.Scan(r.Context(), crdt.KindKosyncProgress, func(e crdt.Entry) error {
+	err := d.store.Scan(ctx, crdt.KindKosyncProgress, func(e crdt.Entry) error {
 		if p := &e.KosyncProgress; !p.At.IsZero() {
 			list = append(list, api.KosyncProgress{
 				User: p.User, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage,
@@ -78,10 +148,74 @@ func (d *Daemon) handleKosyncProgress(w http.ResponseWriter, r *http.Request) er
 		return nil
 	})
 	if err != nil {
-		return err
+		return nil, err
+	}
+	// The books the documents are, looked up once per document.
+	books := map[string][2]string{}
+	for i := range list {
+		doc := list[i].Document
+		b, ok := books[doc]
+		if !ok {
+			if b, err = d.kosyncBook(ctx, doc); err != nil {
+				return nil, err
+			}
+			books[doc] = b
+		}
+		list[i].BookKey, list[i].Title = b[0], b[1]
 	}
 	// Most recent first, like the shelf.
 	slices.SortStableFunc(list, func(a, b api.KosyncProgress) int { return strings.Compare(b.Stamp, a.Stamp) })
-	writeJSON(w, http.StatusOK, api.KosyncProgressList{Progress: list})
+	return list, nil
+}
+
+// handleKosyncLink records which book a KOReader document is: what keying
+// its file told (danyue key sends it for every file it keys). The link is
+// a record of the library, so every device shows KOReader's progress under
+// the book's title.
+func (d *Daemon) handleKosyncLink(w http.ResponseWriter, r *http.Request) error {
+	doc := r.PathValue("document")
+	var req api.KosyncLinkRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Key == nil {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "key is required: the BookKey of the document's text")
+	}
+	key, err := crdt.ParseBookKey(*req.Key)
+	if err != nil {
+		return errorf(http.StatusBadRequest, api.CodeBadKey, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	res, err := d.write(r.Context(), func(at crdt.Timestamp) (crdt.Entry, error) {
+		return crdt.LinkKosyncDocument(at, doc, key, req.Title)
+	})
+	if errors.Is(err, crdt.ErrInvalid) {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
+	}
+	if err != nil {
+		return err
+	}
+	if len(res.Changed) > 0 {
+		d.log.Debug("kosync document linked", "document", doc, "book", key)
+	}
+	writeJSON(w, http.StatusOK, api.KosyncLink{Document: doc, Key: key.String(), Title: req.Title})
 	return nil
+}
+
+// kosyncBook returns the key and title of the book a KOReader document is
+// linked to: the title on the shelf if the book has one, else the link's.
+// Both are empty for a document no device has keyed.
+func (d *Daemon) kosyncBook(ctx context.Context, document string) ([2]string, error) {
+	le := crdt.KosyncLinkEntry(crdt.KosyncLink{Document: document})
+	e, ok, err := d.store.Get(ctx, le.AppendID(nil))
+	if err != nil || !ok || e.KosyncLink.At.IsZero() {
+		return [2]string{}, err
+	}
+	link := e.KosyncLink
+	title := link.Title
+	if b, ok, err := d.store.Get(ctx, bookID(link.Book)); err != nil {
+		return [2]string{}, err
+	} else if ok && b.Book.Title.Value != "" {
+		title = b.Book.Title.Value
+	}
+	return [2]string{link.Book.String(), title}, nil
 }

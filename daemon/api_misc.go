@@ -12,11 +12,18 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/kosync"
 	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, d.status())
+	return nil
+}
+
+// status is this device, its library and its peers, for the API and the page.
+func (d *Daemon) status() api.Status {
 	lib, _ := d.store.Library()
 	peers := d.peers()
 	st := api.Status{
@@ -36,8 +43,13 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	node := d.node
 	d.mu.Unlock()
 	st.Counts.LocalChanges = d.store.LastSeq()
-	st.Kosync = d.KosyncAddr()
+	st.HTTP, st.Kosync = d.HTTPAddr(), d.KosyncAddr()
+	if st.Kosync != "" {
+		prefix, _ := kosync.CleanPrefix(d.cfg.KosyncPrefix)
+		st.KosyncURLs = reachableURLs(st.Kosync, prefix)
+	}
 	st.ClockWarnings = d.clockWarnings()
+	st.StoreLoss = storeLoss(d.store)
 	if node != nil {
 		ns := node.Stats()
 		st.Traffic = api.Traffic{BytesSent: ns.BytesSent, BytesReceived: ns.BytesReceived, RecordsSent: ns.RecordsSent, RecordsReceived: ns.RecordsReceived}
@@ -45,8 +57,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			st.Addresses = append(st.Addresses, a.String())
 		}
 	}
-	writeJSON(w, http.StatusOK, st)
-	return nil
+	return st
 }
 
 func (d *Daemon) handlePeers(w http.ResponseWriter, r *http.Request) error {
@@ -143,11 +154,21 @@ func (d *Daemon) handleDaily(w http.ResponseWriter, r *http.Request) error {
 		}
 		days = n
 	}
-	today := d.now()
-	from := today.AddDate(0, 0, -(days - 1)).Format(time.DateOnly)
-	got, err := d.store.Daily(r.Context(), from, today.Format(time.DateOnly))
+	daily, err := d.daily(r.Context(), days)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, daily)
+	return nil
+}
+
+// daily is this device's reading time for each of the last days days.
+func (d *Daemon) daily(ctx context.Context, days int) (api.Daily, error) {
+	today := d.now()
+	from := today.AddDate(0, 0, -(days - 1)).Format(time.DateOnly)
+	got, err := d.store.Daily(ctx, from, today.Format(time.DateOnly))
+	if err != nil {
+		return api.Daily{}, err
 	}
 	byDay := make(map[string]uint64, len(got))
 	for _, g := range got {
@@ -160,8 +181,7 @@ func (d *Daemon) handleDaily(w http.ResponseWriter, r *http.Request) error {
 		out = append(out, api.Day{Day: day, Ms: byDay[day]})
 		total += byDay[day]
 	}
-	writeJSON(w, http.StatusOK, api.Daily{Days: out, TotalMs: total})
-	return nil
+	return api.Daily{Days: out, TotalMs: total}, nil
 }
 
 func (d *Daemon) handleInvite(w http.ResponseWriter, r *http.Request) error {
@@ -183,9 +203,9 @@ func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	if req.Code == nil || *req.Code == "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "code is required")
 	}
-	inv, err := peer.DecodeInvite(*req.Code)
+	inv, err := d.inviteOf(r.Context(), *req.Code, req.PairAddr)
 	if err != nil {
-		return errorf(http.StatusBadRequest, api.CodeBadInvite, "%v", err)
+		return err
 	}
 	if err := d.join(r.Context(), inv); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/multiformats/go-multiaddr"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/web"
 	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
@@ -60,6 +61,10 @@ type Config struct {
 	KosyncRegistration bool
 	// KosyncPrefix serves the protocol under a path prefix ("/kosync").
 	KosyncPrefix string
+	// PairListen is the TCP address of the short-code pairing rendezvous,
+	// open only while an invitation is (POST /v1/pairing); default every
+	// interface, a port the system picks.
+	PairListen string
 	// ClockOffset shifts the daemon's wall clock (DANYUE_CLOCK_OFFSET): a
 	// testing aid for clock-skew scenarios.
 	ClockOffset time.Duration
@@ -68,6 +73,8 @@ type Config struct {
 
 	// limits replaces the listeners' limits (tests make them small).
 	limits *limits
+	// pairValidity replaces pair.DefaultValidity (tests make it short).
+	pairValidity time.Duration
 }
 
 // ErrLocked is returned by Start when another daemon has the data dir open;
@@ -81,8 +88,10 @@ type Daemon struct {
 	store    *store.Store
 	identity crypto.PrivKey
 	self     crdt.DeviceID
-	token    string
-	hub      *hub
+	token    string // grants permWrite on --http
+	// readToken grants permRead on --http (DATA/api-token-read).
+	readToken string
+	hub       *hub
 
 	mu      sync.Mutex // guards the fields below
 	clock   *crdt.Clock
@@ -95,6 +104,7 @@ type Daemon struct {
 	clockWarns map[crdt.DeviceID]clockWarn
 
 	joinMu  sync.Mutex // serialises joins, which swap the node
+	pairs   pairings   // the open short-code invitation (pairing.go)
 	closing chan struct{}
 	// closeOnce makes Close idempotent; closeErr is what the first returned.
 	closeOnce sync.Once
@@ -107,6 +117,10 @@ type Daemon struct {
 	kosyncAddr string
 	// limits are the listeners' limits.
 	limits limits
+	// early holds the TCP listeners Start bound before anything else.
+	early early
+	// web is the status page (web.go).
+	web *web.Server
 }
 
 // Start opens the data dir and starts the API and the peer network. On
@@ -128,15 +142,26 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 			cfg.Name = "danyue"
 		}
 	}
-	if err := ensurePrivateDir(cfg.DataDir); err != nil {
+	lns, err := bindEarly(cfg)
+	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(ctx, filepath.Join(cfg.DataDir, "store"), store.Options{Logger: cfg.Logger.With("component", "store")})
+	started := false
+	defer func() {
+		if !started {
+			lns.close()
+		}
+	}()
+	if err := ensurePrivateDir(cfg.DataDir, cfg.Logger); err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, storeDir(cfg.DataDir), store.Options{Logger: cfg.Logger.With("component", "store")})
 	if err != nil {
 		return nil, err
 	}
 	d := &Daemon{
 		cfg:        cfg,
+		early:      lns,
 		log:        cfg.Logger,
 		store:      st,
 		hub:        newHub(),
@@ -149,6 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
+	d.web = d.newWebPage()
 	// The peer network first: an app that reaches the API may ask for an
 	// invite at once.
 	if err := d.startNode(ctx, nil); err != nil {
@@ -163,6 +189,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
+	started = true
 	d.log.Info("daemon started", "data", cfg.DataDir, "device", d.self, "name", cfg.Name, "socket", cfg.Socket, "peer_id", d.nodeID())
 	return d, nil
 }
@@ -189,7 +216,10 @@ func (d *Daemon) init(ctx context.Context) error {
 			return err
 		}
 	}
-	if d.token, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token")); err != nil {
+	if d.token, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token"), d.log); err != nil {
+		return err
+	}
+	if d.readToken, err = loadOrCreateToken(filepath.Join(d.cfg.DataDir, "api-token-read"), d.log); err != nil {
 		return err
 	}
 	// The high-water mark is the latest stamp of every record ever merged,
@@ -322,6 +352,7 @@ func (d *Daemon) close() error {
 		_ = s.Shutdown(ctx)
 	}
 	d.wg.Wait()
+	d.pairs.close()
 	d.mu.Lock()
 	node := d.node
 	d.node = nil
@@ -371,10 +402,15 @@ func (d *Daemon) wallMs() uint64 {
 // ensurePrivateDir creates dir, or tightens an existing one, so that only
 // this user can reach it (0700; a private DACL on Windows): the socket and
 // secrets inside are never reachable by other users, not even for an
-// instant.
-func ensurePrivateDir(dir string) error {
-	if _, err := store.MakePrivateDir(dir); err != nil {
+// instant. Only for a directory that is danyue's own: the data dir, or one
+// it creates.
+func ensurePrivateDir(dir string, log *slog.Logger) error {
+	tightened, err := store.MakePrivateDir(dir)
+	if err != nil {
 		return fmt.Errorf("data dir %s cannot be created private to this user: %w", dir, err)
+	}
+	if tightened {
+		log.Warn("data dir was reachable by other users; made it private", "path", dir)
 	}
 	return nil
 }

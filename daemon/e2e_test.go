@@ -9,6 +9,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 const hour = int64(time.Hour / time.Millisecond)
@@ -104,7 +105,7 @@ func TestTwoDevices(t *testing.T) {
 
 func waitBook(t *testing.T, c *client.Client, key, what string, cond func(api.Book) bool) {
 	t.Helper()
-	waitFor(t, what, 10*time.Second, func() bool {
+	poll.Until(t, what, 10*time.Second, func() bool {
 		bk, err := c.Book(context.Background(), key)
 		return err == nil && cond(bk)
 	})
@@ -131,7 +132,7 @@ func subscribe(t *testing.T, d *testDaemon) *eventStream {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	// The stream is open once the daemon counts the subscriber.
-	waitFor(t, "the event stream to open", 5*time.Second, func() bool { return d.hub.count() > before })
+	poll.Until(t, "the event stream to open", 5*time.Second, func() bool { return d.hub.count() > before })
 	return es
 }
 

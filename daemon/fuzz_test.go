@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/danyue/danyue/crdt"
 )
 
 // FuzzBodies sends arbitrary bodies to every endpoint of the local API that
@@ -19,6 +21,8 @@ func FuzzBodies(f *testing.F) {
 		`{"char":0,"percent":0}`, `{"char":-1,"percent":0}`, `{"char":1.5,"percent":2}`,
 		`{"addMs":5000}`, `{"addMs":0}`, `{"addMs":86400001}`, `{"code":"danyue1-abc"}`,
 		`{"char":1,"percent":0,"chapter":3}`, `{}`, `[]`, `{`, ``, "\x00", `{"title":"\ud800"}`,
+		`{"char":1,"percent":0,"char":2}`, `{"char":1,"percent":0,"title":"a\u001bb"}`, "{\"char\":1,\"percent\":0,\"title\":\"\u009b\"}",
+		`{"char":1,"percent":0,"title":"\ud83d\udcd6"}`, `{"addMs":5,"addMs":6}`,
 	} {
 		for _, ep := range []string{"position", "read-time", "join"} {
 			f.Add(ep, seed)
@@ -49,6 +53,11 @@ func FuzzBodies(f *testing.F) {
 		case rec.Code >= 500:
 			t.Fatalf("%s %s %q: status %d %s", method, path, body, rec.Code, rec.Body)
 		case rec.Code == http.StatusOK:
+			// What was taken is clean text (see TestBodiesAreCleanAtTheDoor).
+			var b struct{ Title string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err == nil && crdt.CheckText("title", b.Title) != nil {
+				t.Fatalf("%s %q was taken with title %q", path, body, b.Title)
+			}
 			return
 		}
 		var e struct{ Error, Detail string }

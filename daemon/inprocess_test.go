@@ -13,6 +13,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // TestInProcessSameAnswers checks that a request through InProcess gets the
@@ -125,7 +126,7 @@ func TestInProcessEvents(t *testing.T) {
 			return nil
 		})
 	}()
-	waitFor(t, "the in-process stream to open", 5*time.Second, func() bool { return d.hub.count() == 1 })
+	poll.Until(t, "the in-process stream to open", 5*time.Second, func() bool { return d.hub.count() == 1 })
 	// Book events come from other devices' changes; publish one as the
 	// sync path does.
 	d.hub.publish(Event{Type: "book", Data: api.Book{Key: keyA, Title: "Evented"}})
@@ -142,7 +143,7 @@ func TestInProcessEvents(t *testing.T) {
 	if err := <-streamDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Events after cancel = %v, want context.Canceled", err)
 	}
-	waitFor(t, "the handler to unsubscribe", 5*time.Second, func() bool { return d.hub.count() == 0 })
+	poll.Until(t, "the handler to unsubscribe", 5*time.Second, func() bool { return d.hub.count() == 0 })
 
 	// Closing the body without cancelling ends the handler too.
 	req, err := http.NewRequestWithContext(ctxT(t), "GET", "http://danyue/v1/events", nil)
@@ -156,9 +157,9 @@ func TestInProcessEvents(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
 		t.Fatalf("events: %d %q", resp.StatusCode, ct)
 	}
-	waitFor(t, "the stream to open", 5*time.Second, func() bool { return d.hub.count() == 1 })
+	poll.Until(t, "the stream to open", 5*time.Second, func() bool { return d.hub.count() == 1 })
 	resp.Body.Close()
-	waitFor(t, "the handler to end on close", 5*time.Second, func() bool { return d.hub.count() == 0 })
+	poll.Until(t, "the handler to end on close", 5*time.Second, func() bool { return d.hub.count() == 0 })
 }
 
 // TestInProcessAfterClose checks that a closed daemon answers with ErrClosed

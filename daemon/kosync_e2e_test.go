@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // Issue 8: two daemons of one library. An account created on A
@@ -18,7 +20,7 @@ func TestKosyncTwoDaemons(t *testing.T) {
 	if _, err := a.client.KosyncAddUser(ctx, "alice", aliceKey); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "B to authenticate the account created on A", 10*time.Second, func() bool {
+	poll.Until(t, "B to authenticate the account created on A", 10*time.Second, func() bool {
 		status, _ := koreaderReq(t, b, "GET", "/users/auth", "alice", aliceKey, "")
 		return status == http.StatusOK
 	})
@@ -29,7 +31,7 @@ func TestKosyncTwoDaemons(t *testing.T) {
 	const xp = "/body/DocFragment[20]/body/p[22]/text().17"
 	put := pushProgress(t, a, "alice", aliceKey, kobo, xp, 0.3242)
 	var got map[string]any
-	waitFor(t, "B to serve the position pushed to A", 10*time.Second, func() bool {
+	poll.Until(t, "B to serve the position pushed to A", 10*time.Second, func() bool {
 		got = pullProgress(t, b, "alice", aliceKey, kobo)
 		return got["progress"] == xp
 	})
@@ -39,7 +41,7 @@ func TestKosyncTwoDaemons(t *testing.T) {
 
 	// And back: a push to B reaches A.
 	pushProgress(t, b, "alice", aliceKey, kobo, "/body/DocFragment[21]/body/p[1]/text().0", 0)
-	waitFor(t, "A to serve the position pushed to B", 10*time.Second, func() bool {
+	poll.Until(t, "A to serve the position pushed to B", 10*time.Second, func() bool {
 		got = pullProgress(t, a, "alice", aliceKey, kobo)
 		return got["progress"] == "/body/DocFragment[21]/body/p[1]/text().0" && got["percentage"] == 0.0
 	})
@@ -68,10 +70,10 @@ func TestKosyncStaleWriteAfterPartition(t *testing.T) {
 
 	joinLibrary(t, a, b)
 	// Once A has B's other document, it has had all of B's records.
-	waitFor(t, "A to receive B's records", 10*time.Second, func() bool {
+	poll.Until(t, "A to receive B's records", 10*time.Second, func() bool {
 		return pullProgress(t, a, "alice", aliceKey, "only-on-b")["progress"] == "page 3"
 	})
-	waitFor(t, "B to take A's newer position", 10*time.Second, func() bool {
+	poll.Until(t, "B to take A's newer position", 10*time.Second, func() bool {
 		return pullProgress(t, b, "alice", aliceKey, kobo)["progress"] == "page 90"
 	})
 	if got := pullProgress(t, a, "alice", aliceKey, kobo)["progress"]; got != "page 90" {
@@ -91,8 +93,35 @@ func joinLibrary(t *testing.T, a, b *testDaemon) {
 	ctx := ctxT(t)
 	code := mustDo(a.client.Invite(ctx))(t)
 	mustDo(b.client.Join(ctx, code))(t)
-	waitFor(t, "the daemons to connect", 15*time.Second, func() bool {
+	poll.Until(t, "the daemons to connect", 15*time.Second, func() bool {
 		peers, err := a.client.Peers(ctx)
 		return err == nil && len(peers) == 1 && peers[0].Connected
 	})
+}
+
+// Issue 16: a link made on one device (B keyed the file) names the
+// document on another (A, which took KOReader's push).
+func TestKosyncLinkReachesOtherDevices(t *testing.T) {
+	a := startDaemon(t, withKosync(func(c *Config) { c.Name = "nas" }))
+	b := startDaemon(t, func(c *Config) { c.Name = "laptop" })
+	ctx := ctxT(t)
+	if _, err := a.client.KosyncAddUser(ctx, "alice", aliceKey); err != nil {
+		t.Fatal(err)
+	}
+	pushProgress(t, a, "alice", aliceKey, kobo, "page 7", 0.07)
+	joinLibrary(t, a, b)
+	const key = "md5:9cc2ae8a1ba7a93da39b46fc1019c481"
+	if err := b.client.KosyncLink(ctx, kobo, key, "Kobo book"); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "A to name the document", 10*time.Second, func() bool {
+		docs, err := a.client.KosyncProgress(ctx)
+		return err == nil && len(docs) == 1 && docs[0].BookKey == key && docs[0].Title == "Kobo book"
+	})
+	// Bad links change nothing.
+	for _, bad := range []struct{ doc, key string }{{kobo, "md5:xyz"}, {kobo, ""}, {"a\x00b", key}} {
+		if err := b.client.KosyncLink(ctx, bad.doc, bad.key, ""); err == nil {
+			t.Errorf("link %q -> %q accepted", bad.doc, bad.key)
+		}
+	}
 }

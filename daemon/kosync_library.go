@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -33,14 +32,11 @@ func (d *Daemon) serveKosync() error {
 	if err != nil {
 		return fmt.Errorf("--kosync-prefix: %w", err)
 	}
-	ln, err := net.Listen("tcp", d.cfg.Kosync)
-	if err != nil {
-		return fmt.Errorf("kosync listener: %w", err)
-	}
+	ln := d.early.kosync
 	d.kosyncAddr = ln.Addr().String()
 	d.serveLimited("kosync", ln, kosync.NewServer(h, log), d.limits.kosync, nil)
 	prefix, _ := kosync.CleanPrefix(d.cfg.KosyncPrefix)
-	log.Info("serving KOReader progress sync", "addr", d.kosyncAddr, "prefix", prefix, "registration", d.cfg.KosyncRegistration)
+	log.Info("serving KOReader progress sync", "addr", d.kosyncAddr, "urls", reachableURLs(d.kosyncAddr, prefix), "registration", d.cfg.KosyncRegistration)
 	if d.cfg.KosyncRegistration {
 		log.Warn("kosync registration is open: anyone who reaches the listener can create an account in this library")
 	}
@@ -67,8 +63,25 @@ func (d *Daemon) createKosyncUser(ctx context.Context, name, hash string) error 
 		if err != nil {
 			return nil, err
 		}
-		if ok && !cur.KosyncUser.Auth.At.IsZero() {
+		if ok && cur.KosyncUser.Exists() {
 			return nil, fmt.Errorf("kosync user %q: %w", name, kosync.ErrUserExists)
+		}
+		return []crdt.Entry{e}, nil
+	}})
+	return err
+}
+
+// changeKosyncUser writes e, a new key or a removal of the account, if the
+// account exists, checked inside the store's write; ErrNoUser if not.
+func (d *Daemon) changeKosyncUser(ctx context.Context, e crdt.Entry) error {
+	id := e.AppendID(nil)
+	_, err := d.apply(ctx, store.Batch{Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
+		cur, ok, err := get(id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || !cur.KosyncUser.Exists() {
+			return nil, fmt.Errorf("kosync user %q: %w", e.KosyncUser.Name, kosync.ErrNoUser)
 		}
 		return []crdt.Entry{e}, nil
 	}})
@@ -82,7 +95,7 @@ var _ kosync.Library = kosyncLibrary{}
 
 func (l kosyncLibrary) UserAuth(ctx context.Context, name string) (string, bool, error) {
 	e, ok, err := l.d.store.Get(ctx, kosyncUserID(name))
-	if err != nil || !ok || e.KosyncUser.Auth.At.IsZero() {
+	if err != nil || !ok || !e.KosyncUser.Exists() {
 		return "", false, err
 	}
 	return e.KosyncUser.Auth.Value, true, nil
@@ -101,7 +114,7 @@ func (l kosyncLibrary) ReplaceAuth(ctx context.Context, name, old, new string) (
 	replaced := false
 	_, err = l.d.apply(ctx, store.Batch{Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
 		cur, ok, err := get(id)
-		if err != nil || !ok || cur.KosyncUser.Auth.At.IsZero() || cur.KosyncUser.Auth.Value != old {
+		if err != nil || !ok || !cur.KosyncUser.Exists() || cur.KosyncUser.Auth.Value != old {
 			return nil, err
 		}
 		replaced = true

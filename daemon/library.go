@@ -89,12 +89,15 @@ func (d *Daemon) setPosition(ctx context.Context, key crdt.BookKey, char uint64,
 
 // addReadTime adds ms of reading on this device. The new slot value is
 // computed inside the store's write from the committed slot, so concurrent
-// adds are never lost; dedup, if set, makes a retried request count once.
-func (d *Daemon) addReadTime(ctx context.Context, key crdt.BookKey, ms uint64, dedup string) (crdt.Book, error) {
+// adds are never lost; dedup, if set, makes a retried request count once,
+// and sum (a digest of the request) tells a retry from another request under
+// the same key (store.ErrDedupMismatch).
+func (d *Daemon) addReadTime(ctx context.Context, key crdt.BookKey, ms uint64, dedup string, sum []byte) (crdt.Book, error) {
 	id := bookID(key)
 	b := store.Batch{
-		Dedup: dedup,
-		Daily: &store.DailyAdd{Day: d.now().Format(time.DateOnly), Ms: ms},
+		Dedup:    dedup,
+		DedupSum: sum,
+		Daily:    &store.DailyAdd{Day: d.now().Format(time.DateOnly), Ms: ms},
 		Build: func(get func([]byte) (crdt.Entry, bool, error)) ([]crdt.Entry, error) {
 			cur, ok, err := get(id)
 			if err != nil {
@@ -118,8 +121,15 @@ func (d *Daemon) addReadTime(ctx context.Context, key crdt.BookKey, ms uint64, d
 	return book, err
 }
 
-// deleteBook puts a tombstone on the book. Its read time is kept.
+// deleteBook puts a tombstone on the book. Its read time is kept. A book
+// this device has no record of is errNotFound, and nothing is written: a
+// tombstone of a key no device knows would reach every device as an
+// "(untitled)" deleted book. Records are never removed, so a book found here
+// is still there when the tombstone is written.
 func (d *Daemon) deleteBook(ctx context.Context, key crdt.BookKey) (crdt.Book, error) {
+	if _, err := d.book(ctx, key); err != nil {
+		return crdt.Book{}, err
+	}
 	res, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.Delete(key, at) })
 	return d.bookAfter(ctx, key, res, err)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/internal/connlimit"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // testLimits caps every listener at capN connections, with a body timeout
@@ -238,7 +239,7 @@ func TestEventStreamOutlivesTimeouts(t *testing.T) {
 			return nil
 		})
 	}()
-	waitFor(t, "the stream to subscribe", 5*time.Second, func() bool { return d.hub.count() == 1 })
+	poll.Until(t, "the stream to subscribe", 5*time.Second, func() bool { return d.hub.count() == 1 })
 	// Several times every timeout pass: waiting for time itself, not for
 	// something to happen.
 	time.Sleep(300 * time.Millisecond)

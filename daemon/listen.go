@@ -5,11 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/danyue/danyue/store"
 )
 
 // The API listens on a local endpoint that only this user can open (a unix
@@ -57,13 +60,13 @@ func (d *Daemon) serveAPI() error {
 		}
 		d.serveLimited("api", localLn, apiServer(handler), lim.local, localCaller)
 	}
-	if d.cfg.HTTP != "" {
-		tcpLn, err := listenTCP(d.cfg.HTTP, d.cfg.HTTPAllowRemote)
-		if err != nil {
-			return err
-		}
+	if tcpLn := d.early.http; tcpLn != nil {
 		d.httpAddr = tcpLn.Addr().String()
 		d.serveLimited("api", tcpLn, apiServer(handler), lim.tcp, func(net.Conn) connInfo { return connInfo{kind: connTCP, uid: -1} })
+		d.log.Info("serving the API on TCP", "addr", d.httpAddr, "token_file", filepath.Join(d.cfg.DataDir, "api-token"))
+		if !isLoopbackAddr(d.httpAddr) {
+			d.log.Warn("the API is reachable from the network (--http-allow-remote): the bearer token is its only protection; keep it secret", "addr", d.httpAddr)
+		}
 	}
 	return nil
 }
@@ -106,13 +109,22 @@ func listenTCP(addr string, allowRemote bool) (net.Listener, error) {
 }
 
 // loadOrCreateToken returns the API bearer token kept in path, creating it
-// (0600, written atomically) on first start.
-func loadOrCreateToken(path string) (string, error) {
+// (0600, written atomically) on first start. A token file that others could
+// read is made private, with a warning, as the secrets file is: whoever read
+// it may have the token, which the user may want to replace.
+func loadOrCreateToken(path string, log *slog.Logger) (string, error) {
 	raw, err := os.ReadFile(path)
 	if err == nil {
 		tok := strings.TrimSpace(string(raw))
 		if len(tok) < 32 {
 			return "", fmt.Errorf("API token in %s is too short; delete the file to make a new one", path)
+		}
+		tightened, err := store.MakeFilePrivate(path)
+		if err != nil {
+			return "", fmt.Errorf("make API token %s private: %w", path, err)
+		}
+		if tightened {
+			log.Warn("API token file was readable by other users; made it private (delete it and restart to get a new token)", "path", path)
 		}
 		return tok, nil
 	}

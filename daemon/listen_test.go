@@ -44,6 +44,9 @@ func TestTCPListenerNeedsTokenAndLoopbackHost(t *testing.T) {
 		{"wrong token", addr, strings.Repeat("0", 64), "/v1/status", "GET", 401},
 		{"rebinding host", "evil.example:80", d.token, "/v1/status", "GET", 403},
 		{"invite is unix-socket only", addr, d.token, "/v1/invite", "POST", 403},
+		{"read-only token reads", addr, d.readToken, "/v1/status", "GET", 200},
+		{"read-only token cannot write", addr, d.readToken, "/v1/books/" + keyA, "DELETE", 403},
+		{"write token writes (an unknown book: 404, not refused)", addr, d.token, "/v1/books/" + keyA, "DELETE", 404},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,6 +20,10 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	var documented, served []string
 	for path, ops := range doc.Paths {
 		for method := range ops {
+			switch method {
+			case "parameters", "summary", "description", "servers": // shared by the path's operations
+				continue
+			}
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 		}
 	}
@@ -41,5 +45,30 @@ func TestOpenAPIIsServed(t *testing.T) {
 	}
 	if doc["openapi"] != "3.1.0" {
 		t.Fatalf("served document has openapi=%v", doc["openapi"])
+	}
+}
+
+// Every operation's x-danyue-permission in openapi.json is the permission
+// the route table enforces.
+func TestOpenAPIPermissions(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"` // operations, and shared "parameters"
+	}
+	if err := json.Unmarshal(openapiJSON, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	names := map[perm]string{permRead: "read", permWrite: "write", permAdmin: "admin"}
+	for _, rt := range (&Daemon{}).routeTable() {
+		var op struct {
+			Perm string `json:"x-danyue-permission"`
+		}
+		if raw := doc.Paths[rt.path][strings.ToLower(rt.method)]; raw != nil {
+			if err := json.Unmarshal(raw, &op); err != nil {
+				t.Fatalf("%s %s: %v", rt.method, rt.path, err)
+			}
+		}
+		if got := op.Perm; got != names[rt.perm] {
+			t.Errorf("%s %s: openapi.json says x-danyue-permission %q, the route needs %q", rt.method, rt.path, got, names[rt.perm])
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
@@ -75,7 +76,7 @@ func BenchmarkSyncInitial100k(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		d := joined(b, a)
-		waitFor(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d.Daemon) == syncBenchBooks })
+		poll.Until(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d.Daemon) == syncBenchBooks })
 		elapsed += time.Since(start)
 		st := d.node.Stats()
 		wire += st.BytesReceived + st.BytesSent
@@ -113,7 +114,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 	if err := d.join(ctx, mustInvite(b, code)); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d) == syncBenchBooks })
+	poll.Until(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d) == syncBenchBooks })
 	key := crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 1))
 	var wire uint64
 	for i := 0; b.Loop(); i++ {
@@ -127,7 +128,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 		if d, err = Start(ctx, cfg); err != nil {
 			b.Fatal(err)
 		}
-		waitFor(b, "the change to arrive", time.Minute, func() bool {
+		poll.Until(b, "the change to arrive", time.Minute, func() bool {
 			bk, err := d.book(ctx, key)
 			return err == nil && bk.Position.Char == char
 		})
@@ -151,7 +152,7 @@ func mustInvite(b testing.TB, code string) peer.Invite {
 func BenchmarkSyncPushLatency(b *testing.B) {
 	a := startDaemon(b, quietDaemon)
 	d := joined(b, a)
-	waitFor(b, "connection", time.Minute, func() bool { return len(d.peers()) == 1 && d.peers()[0].Connected })
+	poll.Until(b, "connection", time.Minute, func() bool { return len(d.peers()) == 1 && d.peers()[0].Connected })
 	ctx := context.Background()
 	key := crdt.MustParseBookKey("md5:900150983cd24fb0d6963f7d28e17f72")
 	var samples []time.Duration

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // offlinePeer is a daemon of a's library on its own data dir that can be
@@ -36,7 +37,7 @@ func newOfflinePeer(tb testing.TB, a *testDaemon, books int) *offlinePeer {
 	if err := p.d.join(ctx, mustInvite(tb, code)); err != nil {
 		tb.Fatal(err)
 	}
-	waitFor(tb, "initial sync", 5*time.Minute, func() bool { return shelfCount(p.d) == books })
+	poll.Until(tb, "initial sync", 5*time.Minute, func() bool { return shelfCount(p.d) == books })
 	// Quiet before stopping: what A merged from B (its device record) has
 	// gone back, skipped as an echo, so the next start owes nothing.
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -83,18 +84,6 @@ func startNode(t *testing.T, name string) *Node {
 	return n
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // recorder is an EventHandler that keeps what it was given.
 type recorder struct {
 	mu      sync.Mutex
@@ -154,7 +143,7 @@ func TestTwoNodes(t *testing.T) {
 	rec := &recorder{}
 	phone.SetEventHandler(rec)
 	join(t, laptop, phone)
-	waitFor(t, "the peer event on the phone", func() bool {
+	poll.Until(t, "the peer event on the phone", 15*time.Second, func() bool {
 		_, ok := rec.find("peer", func(data string) bool {
 			var pe api.PeerEvent
 			return json.Unmarshal([]byte(data), &pe) == nil && pe.Name == "laptop" && pe.Connected && pe.Device == laptop.Device()
@@ -170,11 +159,11 @@ func TestTwoNodes(t *testing.T) {
 		b.PositionAt == "" || b.FurthestChar != 1234 || b.Deleted {
 		t.Fatalf("book after set position = %+v", b)
 	}
-	waitFor(t, "the phone to see the laptop's position", func() bool {
+	poll.Until(t, "the phone to see the laptop's position", 15*time.Second, func() bool {
 		b, err := phone.Book(keyA)
 		return err == nil && b.Char == 1234 && b.PositionDeviceName == "laptop"
 	})
-	waitFor(t, "the book event on the phone", func() bool {
+	poll.Until(t, "the book event on the phone", 15*time.Second, func() bool {
 		_, ok := rec.find("book", func(data string) bool {
 			var ab api.Book
 			return json.Unmarshal([]byte(data), &ab) == nil && ab.Key == keyA && ab.Position != nil && ab.Position.Char == 1234
@@ -200,7 +189,7 @@ func TestTwoNodes(t *testing.T) {
 	if b, err = phone.AddReadTime(keyA, 60_000, "session-1"); err != nil || b.TotalMs != 60_000 {
 		t.Fatalf("retried read time = %+v, %v; want counted once", b, err)
 	}
-	waitFor(t, "the laptop to see the phone's read time", func() bool {
+	poll.Until(t, "the laptop to see the phone's read time", 15*time.Second, func() bool {
 		b, err := laptop.Book(keyA)
 		return err == nil && b.TotalMs == 60_000 && b.ThisDeviceMs == 0
 	})
@@ -208,7 +197,7 @@ func TestTwoNodes(t *testing.T) {
 	if b, err = laptop.Delete(keyA); err != nil || !b.Deleted || b.DeletedBy != laptop.Device() || b.DeletedAt == "" {
 		t.Fatalf("delete = %+v, %v", b, err)
 	}
-	waitFor(t, "the deleted event on the phone", func() bool {
+	poll.Until(t, "the deleted event on the phone", 15*time.Second, func() bool {
 		data, ok := rec.find("deleted", func(data string) bool { return strings.Contains(data, keyA) })
 		return ok && strings.Contains(data, "laptop")
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/libp2p/go-libp2p/core/network"
 )
 
@@ -75,8 +76,8 @@ func TestDeliveryAcknowledged(t *testing.T) {
 		}
 		return false
 	}
-	waitFor(t, 10*time.Second, "A to know B has everything", func() bool { return delivered(a.node, b) })
-	waitFor(t, 10*time.Second, "B to know A has everything", func() bool { return delivered(b.node, a) })
+	poll.Until(t, "A to know B has everything", 10*time.Second, func() bool { return delivered(a.node, b) })
+	poll.Until(t, "B to know A has everything", 10*time.Second, func() bool { return delivered(b.node, a) })
 	if !converged(a.store, b.store) {
 		t.Fatalf("delivered but not converged: %s", diffStores(a.store, b.store))
 	}
@@ -90,7 +91,7 @@ func TestDeliveryAcknowledged(t *testing.T) {
 	if delivered(a.node, b) {
 		t.Fatal("a new change counts as delivered before B acknowledged it")
 	}
-	waitFor(t, 10*time.Second, "the new change to be acknowledged", func() bool { return delivered(a.node, b) })
+	poll.Until(t, "the new change to be acknowledged", 10*time.Second, func() bool { return delivered(a.node, b) })
 }
 
 // A sender that speaks only protocol 1 gets a version 1 hello and no acks:
@@ -112,7 +113,7 @@ func TestVersion1SenderGetsNoAcks(t *testing.T) {
 		after   *wireFrame // what the puller sent after the batch
 	}
 	done := make(chan result, 1)
-	r.SetStreamHandler(protocolIDs[1], func(s network.Stream) {
+	r.SetStreamHandler("/danyue/sync/1", func(s network.Stream) {
 		defer s.Reset()
 		f, err := readRaw(s)
 		if err != nil || f.Hello == nil {

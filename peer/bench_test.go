@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // Benchmarks against the in-memory store (memstore_test.go). Run with
@@ -40,13 +42,13 @@ func BenchmarkInitialSync(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		d.start(b, lib, a.node.Addrs(), quiet)
-		waitFor(b, time.Minute, "initial sync", func() bool { return d.store.len() == benchBooks })
+		poll.Until(b, "initial sync", time.Minute, func() bool { return d.store.len() == benchBooks })
 		elapsed += time.Since(start)
 		st := d.node.Stats()
 		wire += st.BytesReceived + st.BytesSent
 		records += st.RecordsReceived
 		b.StopTimer()
-		waitFor(b, time.Minute, "the way back to settle", func() bool { return mergedAll(a.node, d) })
+		poll.Until(b, "the way back to settle", time.Minute, func() bool { return mergedAll(a.node, d) })
 		if got := a.node.Stats().RecordsReceived; got != 0 {
 			b.Errorf("A received %d records back", got)
 		}
@@ -66,7 +68,7 @@ func BenchmarkReconnectOneChange(b *testing.B) {
 	a.start(b, lib, nil, quiet)
 	d := newDevice(b, "B")
 	d.start(b, lib, a.node.Addrs(), quiet)
-	waitFor(b, time.Minute, "initial sync", func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
+	poll.Until(b, "initial sync", time.Minute, func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
 	var wire, records uint64
 	var elapsed time.Duration
 	i := 0
@@ -81,14 +83,14 @@ func BenchmarkReconnectOneChange(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		d.start(b, lib, a.node.Addrs(), quiet)
-		waitFor(b, time.Minute, "the change", func() bool {
+		poll.Until(b, "the change", time.Minute, func() bool {
 			bk, _ := d.store.book(key)
 			return bk.Position.Char == want
 		})
 		elapsed += time.Since(start)
 		// Both directions done: B's pull from A, and A's pull from B (which
 		// has nothing new for A but the change's echo, which it skips).
-		waitFor(b, time.Minute, "both directions", func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
+		poll.Until(b, "both directions", time.Minute, func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
 		st := d.node.Stats()
 		wire += st.BytesReceived + st.BytesSent
 		records += st.RecordsReceived + st.RecordsSent
@@ -109,7 +111,7 @@ func BenchmarkPushLatency(b *testing.B) {
 	a, d := filledDevice(b, "A", 1000), newDevice(b, "B")
 	a.start(b, lib, nil, quiet)
 	d.start(b, lib, a.node.Addrs(), quiet)
-	waitFor(b, time.Minute, "initial sync", func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
+	poll.Until(b, "initial sync", time.Minute, func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
 	var lat []time.Duration
 	n := 0
 	for b.Loop() {

@@ -2,6 +2,8 @@ package peer
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -185,13 +187,26 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 			fresh = append(fresh, a.String())
 		}
 	}
-	next := st.nextDial
+	next, member := st.nextDial, st.member
 	n.mu.Unlock()
-	if len(fresh) > 0 {
-		n.log.Warn("cannot connect to peer: unreachable, or not a member of this library (no shared secret); retrying with backoff",
+	switch {
+	case len(fresh) > 0 && (member || nothingListens(err)):
+		// Offline, asleep or restarting: the normal life of a device.
+		n.log.Info("peer unreachable; retrying with backoff", "peer", st.id, "addrs", fresh, "err", err)
+	case len(fresh) > 0:
+		n.log.Warn("cannot connect to peer: it answered but the handshake failed; it may not be a member of this library (no shared secret); retrying with backoff",
 			"peer", st.id, "addrs", fresh, "err", err)
-	} else {
+	default:
 		n.log.Debug("dial failed again", "peer", st.id, "err", err, "next", next)
 	}
 	return err
+}
+
+// nothingListens reports whether every address of a failed dial failed
+// before a handshake could start: refused, unroutable or silent. A member
+// of another library gets further: it accepts the connection and then the
+// handshake fails.
+func nothingListens(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/hashicorp/mdns"
 )
 
@@ -110,7 +111,7 @@ func TestDiscoveryOffWhenPortHeld(t *testing.T) {
 		c.MDNS, c.MDNSInterfaces = true, []net.Interface{lo}
 		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), nil))
 	})
-	waitFor(t, 5*time.Second, "B to reach its static peer A", func() bool {
+	poll.Until(t, "B to reach its static peer A", 5*time.Second, func() bool {
 		return connectedTo(b.node, a.id) && connectedTo(a.node, b.id)
 	})
 	checkOffLine(t, logs.String(), lo.Name)

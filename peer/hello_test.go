@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -225,7 +226,7 @@ func TestVersionMismatchSenderSide(t *testing.T) {
 		t.Fatalf("reply %+v, want a version error frame", f)
 	}
 	t.Logf("error frame: %+v", *f.Error)
-	waitFor(t, 5*time.Second, "a peer-refused event", func() bool {
+	poll.Until(t, "a peer-refused event", 5*time.Second, func() bool {
 		_, ok := events.find(PeerRefused, ErrPeerTooNew)
 		return ok
 	})
@@ -275,7 +276,7 @@ func TestRefusalsPullerSide(t *testing.T) {
 			a := newDevice(t, "A")
 			var events eventLog
 			a.start(t, lib, p2pAddrs(t, r), func(c *Config) { c.OnEvent = events.add })
-			waitFor(t, 5*time.Second, "a peer-refused event", func() bool {
+			poll.Until(t, "a peer-refused event", 5*time.Second, func() bool {
 				_, ok := events.find(PeerRefused, tc.want)
 				return ok
 			})

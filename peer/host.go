@@ -16,15 +16,14 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/quicreuse"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-libp2p/x/rate"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Timeouts. Readers wait for a frame as long as it takes (a push stream is
-// idle most of the time; yamux keepalives notice a dead connection), but
-// everything that has begun must finish in bounded time.
+// idle most of the time; TCP keepalives notice a dead connection, see
+// tcp.go), but everything that has begun must finish in bounded time.
 const (
 	// dialTimeout bounds one dial. A dial to a host with another pre-shared
 	// key sometimes hangs (its side cannot decrypt our multistream header and
@@ -74,7 +73,7 @@ func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 		libp2p.ResourceManager(rm),
 		libp2p.Identity(cfg.Identity),
 		libp2p.PrivateNetwork(psk),
-		libp2p.Transport(tcp.NewTCPTransport, tcp.WithConnectionTimeout(dialTimeout)),
+		libp2p.Transport(newTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, muxer()),
 		// No QUIC transport runs here, but libp2p builds a QUIC connection
@@ -161,10 +160,10 @@ func (r *inboundRateLimited) OpenConnection(dir network.Direction, usefd bool, e
 }
 
 // muxer returns yamux tuned for a background daemon on a LAN: keepalives once
-// a minute (they notice a peer that vanished without closing, and each one
-// wakes the process), round trips measured rarely (nothing here uses them),
-// and a 1 MiB stream window instead of 16 MiB (enough for a LAN; memory
-// matters on a phone).
+// a minute (each one wakes the process; the kernel's TCP keepalives notice a
+// vanished peer sooner at no such cost, see tcp.go), round trips measured
+// rarely (nothing here uses them), and a 1 MiB stream window instead of 16
+// MiB (enough for a LAN; memory matters on a phone).
 func muxer() *yamux.Transport {
 	c := *yamux.DefaultTransport
 	c.KeepAliveInterval = time.Minute

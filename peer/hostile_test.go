@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/fxamacker/cbor/v2"
 	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
@@ -67,7 +68,7 @@ func TestHostileSenderChangesNothing(t *testing.T) {
 		s.Read(make([]byte, 1))
 	})
 	a.start(t, lib, p2pAddrs(t, r))
-	waitFor(t, 10*time.Second, "the good batch", func() bool { return a.store.len() == 1 })
+	poll.Until(t, "the good batch", 10*time.Second, func() bool { return a.store.len() == 1 })
 	if n := before[2].Load(); n != 0 {
 		t.Errorf("a batch with a bad record was applied: %d records", n)
 	}
@@ -116,7 +117,7 @@ func TestHostilePullerIsCutOff(t *testing.T) {
 	}
 	b := newDevice(t, "B")
 	b.start(t, lib, a.node.Addrs())
-	waitFor(t, 10*time.Second, "A to still serve B", func() bool { return converged(a.store, b.store) })
+	poll.Until(t, "A to still serve B", 10*time.Second, func() bool { return converged(a.store, b.store) })
 }
 
 func frameBody(t testing.TB, f *wireFrame) []byte {

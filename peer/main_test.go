@@ -11,7 +11,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
@@ -118,18 +117,6 @@ func (d *device) stop(t testing.TB) {
 	t.Helper()
 	if err := d.node.Close(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -54,7 +54,8 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 	}
 }
 
-// pull runs one sync stream from st until it fails or ctx ends.
+// pull runs one sync stream from st until it fails or ctx ends: it opens
+// the stream on the connection, then runs the protocol on it (puller).
 func (n *Node) pull(ctx context.Context, st *peerState) error {
 	// The stream's own context, so that noteRegression can restart it.
 	ctx, cancelPull := context.WithCancel(ctx)
@@ -65,10 +66,8 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	if err != nil {
 		return fmt.Errorf("open sync stream: %w", err)
 	}
-	version := streamVersion(s)
 	n.mu.Lock()
 	st.pullConn, st.cancelPull = s.Conn(), cancelPull
-	resendAll := st.resendAll
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
@@ -77,9 +76,9 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		}
 		n.mu.Unlock()
 	}()
-	graceful := false
+	p := &puller{n: n, st: st, s: s, version: streamVersion(s)}
 	defer func() {
-		if graceful {
+		if p.graceful {
 			s.Close() // a reset would discard our Error frame unread
 		} else {
 			s.Reset()
@@ -88,7 +87,53 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	// Reading blocks until the peer sends; the connection ending or the node
 	// closing must unblock it.
 	defer context.AfterFunc(ctx, func() { s.Reset() })()
+	return p.run(ctx)
+}
 
+// stream is what the sync protocol needs of a stream: bytes both ways and
+// deadlines. A libp2p stream is one; so is an end of net.Pipe, on which
+// tests run the protocol without a network.
+type stream interface {
+	io.ReadWriter
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+	SetDeadline(time.Time) error
+}
+
+// puller is the pull side of one sync stream, from the first hello to the
+// stream's end.
+type puller struct {
+	n       *Node
+	st      *peerState
+	s       stream
+	version uint64
+
+	fr       *frameReader
+	out      bytes.Buffer
+	theirs   hello  // the sender's hello
+	cursor   uint64 // the sender's last sequence merged here
+	graceful bool   // an Error frame was sent: close, do not reset
+}
+
+// run says hello and then applies batches until the stream fails.
+func (p *puller) run(ctx context.Context) error {
+	if err := p.handshake(ctx); err != nil {
+		return err
+	}
+	for {
+		if err := p.receive(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// handshake sends this device's hello (with the cursor it resumes from),
+// reads the sender's and checks where the sender resumes.
+func (p *puller) handshake(ctx context.Context) error {
+	n, st := p.n, p.st
+	n.mu.Lock()
+	resendAll := st.resendAll
+	n.mu.Unlock()
 	epoch, cursor, err := n.store.Cursor(ctx, st.device)
 	if err != nil {
 		return fmt.Errorf("read cursor: %w", err)
@@ -98,20 +143,16 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	}
 	last, _ := n.store.Watch()
 	mine := hello{
-		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Version: p.version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor,
 	}
-	var out bytes.Buffer
-	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
-		return err
-	}
-	s.SetDeadline(time.Now().Add(handshakeTimeout))
+	p.s.SetDeadline(time.Now().Add(handshakeTimeout))
 	sent := n.now()
-	if err := n.writeFrame(s, out.Bytes()); err != nil {
+	if err := p.send(&wireFrame{Hello: mine.wire()}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
-	fr := n.newFrameReader(s)
-	body, err := fr.next()
+	p.fr = n.newFrameReader(p.s)
+	body, err := p.fr.next()
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
 	}
@@ -120,14 +161,11 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	if err != nil {
 		if !isRefusalFrame(body) {
 			// Tell the sender why, so both logs say it.
-			out.Reset()
-			if appendFrame(&out, errorFrame(err)) == nil && n.writeFrame(s, out.Bytes()) == nil {
-				graceful = true
-			}
+			p.graceful = p.send(errorFrame(err)) == nil
 		}
 		return err
 	}
-	s.SetDeadline(time.Time{})
+	p.s.SetDeadline(time.Time{})
 	switch {
 	case theirs.Epoch != epoch && theirs.From != 0:
 		return protoErrorf("sender resumes a new epoch %d from %d", theirs.Epoch, theirs.From)
@@ -136,65 +174,84 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	}
 	// Usually our cursor; 0 for a wiped sender (new epoch) or one that
 	// cannot resume from it.
-	cursor = theirs.From
+	p.theirs, p.cursor = theirs, theirs.From
 	if resendAll {
 		n.mu.Lock()
 		st.resendAll = false
 		n.mu.Unlock()
 	}
-	n.helloDone(st, theirs, version, clockOffset(theirs.Wall, sent, received), cursor)
+	n.helloDone(st, theirs, p.version, clockOffset(theirs.Wall, sent, received), p.cursor)
+	return nil
+}
 
-	for {
-		body, err := fr.next()
-		if err != nil {
-			return fmt.Errorf("read batch: %w", err)
-		}
-		f, err := decodeFrame(body)
-		if err != nil {
-			return err
-		}
-		if f.Error != nil {
-			return refusal(f.Error)
-		}
-		b := f.Batch
-		if b == nil {
-			return protoErrorf("expected a batch")
-		}
-		if b.Epoch != theirs.Epoch {
-			return protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, theirs.Epoch)
-		}
-		if b.Seq <= cursor {
-			return protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, cursor)
-		}
-		entries, err := decodeRecords(b.Records)
-		if err != nil {
-			return err
-		}
-		// Before the merge: once applied, the records can be streamed back
-		// at any moment, and the sender to this peer must already know them.
-		st.echo.add(b.Epoch, b.Records)
-		n.stats.recordsReceived.Add(uint64(len(entries)))
-		if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
-			return fmt.Errorf("apply batch: %w", err)
-		}
-		cursor = b.Seq
-		n.mu.Lock()
-		st.merged, st.remoteLast, st.lastSeen = cursor, max(b.Last, cursor), n.now()
-		st.recordsIn += uint64(len(entries))
-		n.progressedLocked()
-		n.mu.Unlock()
-		if version >= 2 {
-			// Tells the sender how far it is delivered (SyncOnce waits on
-			// it): what was applied above is durable.
-			out.Reset()
-			if err := appendFrame(&out, &wireFrame{Ack: &wireAck{Epoch: b.Epoch, Seq: b.Seq}}); err != nil {
-				return err
-			}
-			if err := n.writeFrame(s, out.Bytes()); err != nil {
-				return fmt.Errorf("send ack: %w", err)
-			}
-		}
+// receive reads one batch, checks that it continues the stream, applies it
+// whole together with the cursor advance, and acknowledges it.
+func (p *puller) receive(ctx context.Context) error {
+	n, st := p.n, p.st
+	body, err := p.fr.next()
+	if err != nil {
+		return fmt.Errorf("read batch: %w", err)
 	}
+	b, err := p.batch(body)
+	if err != nil {
+		return err
+	}
+	entries, err := decodeRecords(b.Records)
+	if err != nil {
+		return err
+	}
+	// Before the merge: once applied, the records can be streamed back at
+	// any moment, and the sender to this peer must already know them.
+	st.echo.add(b.Epoch, b.Records)
+	n.stats.recordsReceived.Add(uint64(len(entries)))
+	if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	p.cursor = b.Seq
+	n.mu.Lock()
+	st.merged, st.remoteLast, st.lastSeen = p.cursor, max(b.Last, p.cursor), n.now()
+	st.recordsIn += uint64(len(entries))
+	n.progressedLocked()
+	n.mu.Unlock()
+	if p.version < 2 {
+		return nil
+	}
+	// Tells the sender how far it is delivered (SyncOnce waits on it):
+	// what was applied above is durable.
+	if err := p.send(&wireFrame{Ack: &wireAck{Epoch: b.Epoch, Seq: b.Seq}}); err != nil {
+		return fmt.Errorf("send ack: %w", err)
+	}
+	return nil
+}
+
+// batch decodes a frame that must be the next batch of the stream.
+func (p *puller) batch(body []byte) (*wireBatch, error) {
+	f, err := decodeFrame(body)
+	if err != nil {
+		return nil, err
+	}
+	if f.Error != nil {
+		return nil, refusal(f.Error)
+	}
+	b := f.Batch
+	switch {
+	case b == nil:
+		return nil, protoErrorf("expected a batch")
+	case b.Epoch != p.theirs.Epoch:
+		return nil, protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, p.theirs.Epoch)
+	case b.Seq <= p.cursor:
+		return nil, protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, p.cursor)
+	}
+	return b, nil
+}
+
+// send writes one frame.
+func (p *puller) send(f *wireFrame) error {
+	p.out.Reset()
+	if err := appendFrame(&p.out, f); err != nil {
+		return err
+	}
+	return p.n.writeFrame(p.s, p.out.Bytes())
 }
 
 // decodeRecords decodes and validates every record of a batch, or none.
@@ -246,7 +303,7 @@ func isRefusalFrame(body []byte) bool {
 
 // newFrameReader reads frames from s, giving each frame body frameTimeout
 // to arrive once its length has.
-func (n *Node) newFrameReader(s network.Stream) *frameReader {
+func (n *Node) newFrameReader(s stream) *frameReader {
 	fr := &frameReader{r: s}
 	fr.started = func() { s.SetReadDeadline(time.Now().Add(frameTimeout)) }
 	fr.finished = func(size int) {
@@ -258,7 +315,7 @@ func (n *Node) newFrameReader(s network.Stream) *frameReader {
 }
 
 // writeFrame writes one encoded frame within frameTimeout.
-func (n *Node) writeFrame(s network.Stream, frame []byte) error {
+func (n *Node) writeFrame(s stream, frame []byte) error {
 	s.SetWriteDeadline(time.Now().Add(frameTimeout))
 	_, err := s.Write(frame)
 	s.SetWriteDeadline(time.Time{})

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
@@ -149,7 +150,7 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks) }) {
 		return false, nil
 	}
-	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, acks: acks}
+	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, acks: acks, version: version}
 	for {
 		last, changed := n.store.Watch()
 		if n.store.Epoch() != epoch {
@@ -298,6 +299,7 @@ type sender struct {
 	peerEpoch uint64 // of the puller's store, for echo suppression
 	echo      *echoSet
 	acks      *streamAcks
+	version   uint64 // of the stream
 	out       bytes.Buffer
 }
 
@@ -330,6 +332,9 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			if snd.echo.take(snd.peerEpoch, data) {
 				skipped++
 				return nil
+			}
+			if !knowsKind(snd.version, crdt.KindOfEncoded(data)) {
+				return nil // the puller's version would refuse it
 			}
 			// data is only valid during the call: copy it into chunks that
 			// never move once written, small for the one-record pushes that

@@ -30,9 +30,14 @@ type Batch struct {
 	Cursor *Cursor
 
 	// Dedup, if not empty, is the idempotency key of the request: if it is
-	// already recorded, nothing is applied and Apply returns ErrDuplicate.
+	// already recorded, nothing is applied and Apply returns ErrDuplicate,
+	// or ErrDedupMismatch if it was recorded with another DedupSum.
 	// Keys are kept for Options.DedupTTL (48 hours).
 	Dedup string
+	// DedupSum is a digest of the request that Dedup names, kept with it: a
+	// key reused for another request is told from a retry. At most 64
+	// bytes.
+	DedupSum []byte
 
 	// Daily, if non-nil, adds local reading time to a day's statistics.
 	// It is never synced and takes no sequence number.
@@ -56,9 +61,10 @@ type Change struct {
 // batches chunks them by these; Apply returns ErrTooBig for a batch that does
 // not fit.
 const (
-	MaxBatchEntries = 1000
+	MaxBatchEntries = 512       // a changed record writes up to 9 keys (index.go)
 	MaxBatchBytes   = 256 << 10 // sum of the changed records' encoded sizes
 	maxDedupKey     = 256
+	maxDedupSum     = 64
 )
 
 // request is a batch waiting for the writer.

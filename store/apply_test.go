@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 func TestApplyRoundTrip(t *testing.T) {
@@ -234,7 +235,7 @@ func TestDedupExpires(t *testing.T) {
 	s := open(t, t.TempDir(), Options{DedupTTL: time.Second})
 	b := Batch{Build: addReadTime(key(1), 1), Dedup: "k"}
 	apply(t, s, b)
-	waitFor(t, "the dedup key to expire", 5*time.Second, func() bool {
+	poll.Until(t, "the dedup key to expire", 5*time.Second, func() bool {
 		_, err := s.Apply(context.Background(), b)
 		return err == nil
 	})
@@ -249,5 +250,40 @@ func TestApplyCanceled(t *testing.T) {
 	}
 	if s.LastSeq() != 0 {
 		t.Error("a canceled Apply wrote")
+	}
+}
+
+// A dedup key recorded with a digest refuses another request under the same
+// key (ErrDedupMismatch) and takes a retry of the same one as a duplicate;
+// neither applies anything.
+func TestDedupMismatch(t *testing.T) {
+	s := open(t, t.TempDir(), Options{})
+	b := Batch{Build: addReadTime(key(1), 1000), Dedup: "req-1", DedupSum: []byte("sum-a")}
+	apply(t, s, b)
+	seq := s.LastSeq()
+	tests := []struct {
+		name string
+		sum  []byte
+		want error
+	}{
+		{"same request", []byte("sum-a"), ErrDuplicate},
+		{"another request", []byte("sum-b"), ErrDedupMismatch},
+		{"no digest", nil, ErrDedupMismatch},
+	}
+	for _, tt := range tests {
+		r := b
+		r.DedupSum = tt.sum
+		if _, err := s.Apply(context.Background(), r); !errors.Is(err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	// A key recorded without a digest (an older version) is a retry of
+	// whatever comes.
+	apply(t, s, Batch{Build: addReadTime(key(1), 1), Dedup: "old"})
+	if _, err := s.Apply(context.Background(), Batch{Build: addReadTime(key(1), 2), Dedup: "old", DedupSum: []byte("x")}); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("key without a digest: %v, want ErrDuplicate", err)
+	}
+	if e, _ := get(t, s, bookID(1)); e.Book.ReadTime.Of(dev) != 1001 || s.LastSeq() != seq+1 {
+		t.Errorf("read time %d, seq %d; want 1001, %d", e.Book.ReadTime.Of(dev), s.LastSeq(), seq+1)
 	}
 }

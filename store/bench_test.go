@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // Fixtures: populated stores shared by the benchmarks and measurements of
@@ -68,9 +69,9 @@ func populate(tb testing.TB, dir string, n int) {
 		tb.Fatal(err)
 	}
 	defer s.Close()
-	for i := 0; i < n; i += 1000 {
-		entries := make([]crdt.Entry, 0, 1000)
-		for j := i; j < min(n, i+1000); j++ {
+	for i := 0; i < n; i += MaxBatchEntries {
+		entries := make([]crdt.Entry, 0, MaxBatchEntries)
+		for j := i; j < min(n, i+MaxBatchEntries); j++ {
 			entries = append(entries, book(tb, j, 1_700_000_000_000))
 		}
 		if _, err := s.Apply(context.Background(), Batch{Entries: entries}); err != nil {
@@ -81,7 +82,7 @@ func populate(tb testing.TB, dir string, n int) {
 }
 
 func waitCompacted(tb testing.TB, s *Store) {
-	waitFor(tb, "compaction", time.Minute, func() bool {
+	poll.Until(tb, "compaction", time.Minute, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.compacting

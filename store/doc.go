@@ -2,7 +2,10 @@
 // with the local change sequence and the peer cursors that make sync
 // incremental. It is generic over crdt.Entry: it looks inside records only
 // through Entry.AppendID, Merge, Encode, MaxTimestamp, Clone, Validate and
-// crdt.Decode, so new record kinds need no change here.
+// crdt.Decode, so new record kinds need no change here. The one exception is
+// the book indexes (index.go), which order books by key, by the time of
+// their last position and by title, so that a shelf is listed a page at a
+// time (Page) however large it is.
 //
 // # What it keeps
 //
@@ -65,6 +68,25 @@
 //     FlushFileBuffers for mapped writes, so an acknowledged batch surely
 //     survives a crash of danyue (the pages belong to the system cache), but
 //     a power cut right after the acknowledgement may lose it.
+//
+// # Damage
+//
+// A damaged disk or file never loses data silently and never panics the
+// process. Beside badger's WAL the store keeps DIR/acked, a preallocated
+// ring of the last 16384 acknowledged changes (sequence number and record
+// id, each slot with a checksum), written and synced beside the WAL in every
+// group commit (acked.go). At open, if the database holds fewer changes than
+// the journal says were acknowledged (badger replays a damaged or cut WAL up
+// to the damage and drops the rest without a word), the store logs an error
+// naming the lost records, keeps the report (Loss), continues its sequence
+// after the last acknowledged change and forgets its cursors into its peers,
+// so that they send everything again (loss.go). Before every open of the
+// database it checks the files badger would otherwise parse in goroutines
+// where a panic cannot be recovered: the MANIFEST, and every table it lists
+// (badger's checks of footer, index and block checksums, once per table per
+// process); a WAL cut to nothing is moved aside to DIR/damaged (damage.go).
+// What cannot be read is refused with ErrCorrupt naming the file, and Repair
+// moves the database aside so that a new one starts, keeping DIR/secrets.
 //
 // # Footprint
 //

@@ -14,6 +14,9 @@ var (
 	// ErrDuplicate: the batch's Dedup key was already recorded, so nothing
 	// was applied.
 	ErrDuplicate = errors.New("duplicate request")
+	// ErrDedupMismatch: the batch's Dedup key was already recorded for
+	// another request (another DedupSum), so nothing was applied.
+	ErrDedupMismatch = errors.New("idempotency key reused for another request")
 	// ErrLocked: another process (probably another danyue daemon) has the
 	// data directory open.
 	ErrLocked = errors.New("store is locked")
@@ -33,11 +36,13 @@ var (
 	ErrFailed = errors.New("store failed")
 )
 
-// damaged is the advice for a database that cannot be read: without it,
-// the store starts a new one (with a new epoch, so other devices send the
-// library again) and keeps the device identity and library in DIR/secrets.
+// damaged is the advice for a database that cannot be read: Repair moves
+// it aside, and the store starts a new one (with a new epoch, so other
+// devices send the library again), keeping the device identity and library
+// in DIR/secrets.
 func damaged(dir string) string {
-	return fmt.Sprintf("stop danyue, move %s away and restart it: other devices will send the library again", filepath.Join(dir, "db"))
+	return fmt.Sprintf("stop danyue and run `danyue repair`: it moves %s aside (kept, in case this device held books no other has), keeps this device and its library, and the other devices send the library again",
+		filepath.Join(dir, "db"))
 }
 
 // corruptf reports a damaged database in dir.

@@ -58,7 +58,7 @@ func TestCorruptValue(t *testing.T) {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("got %v, want ErrCorrupt", err)
 			}
-			if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, "move "+filepath.Join(dir, "db")+" away") {
+			if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, "danyue repair") || !strings.Contains(msg, filepath.Join(dir, "db")+" aside") {
 				t.Errorf("error %q does not name the dir and what to do", msg)
 			}
 		})

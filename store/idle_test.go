@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // state returns whether the database is open and how often it was opened.
@@ -21,7 +22,7 @@ func TestIdleClose(t *testing.T) {
 	ctx := context.Background()
 	last, ch := s.Watch()
 	for i := 1; i <= 3; i++ {
-		waitFor(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+		poll.Until(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
 		_, opens := s.state()
 		// Every kind of use reopens it, transparently.
 		uses := []func() error{
@@ -30,7 +31,7 @@ func TestIdleClose(t *testing.T) {
 			func() error { return s.Since(ctx, 0, 0, func(uint64, []byte) error { return nil }) },
 		}
 		for _, use := range uses {
-			waitFor(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+			poll.Until(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
 			if err := use(); err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +87,7 @@ func TestCompactionKeepsL0Small(t *testing.T) {
 	ctx := context.Background()
 	maxL0 := 0
 	for i := range 12 {
-		waitFor(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+		poll.Until(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
 		apply(t, s, Batch{Entries: []crdt.Entry{pos(t, i, 10, 1)}})
 		db, err := s.acquire()
 		if err != nil {
@@ -95,7 +96,7 @@ func TestCompactionKeepsL0Small(t *testing.T) {
 		maxL0 = max(maxL0, l0Tables(db))
 		s.release()
 	}
-	waitFor(t, "compaction to finish", 10*time.Second, func() bool {
+	poll.Until(t, "compaction to finish", 10*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return !s.compacting

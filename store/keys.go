@@ -16,6 +16,7 @@ import (
 //	'c' device      peer cursor: epoch, seq (2 x uint64)
 //	'd' key         an idempotency key, empty value, with a TTL
 //	'y' 2006-01-02  the day's local reading time in ms (uint64)
+//	'o' order scope position   a book index entry, empty (index.go)
 //
 // Every record has exactly one 's' entry, at its latest sequence number: a
 // change deletes the old one in the same transaction. So "everything since N"

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -40,11 +39,15 @@ func runChild(role string) int {
 	case "lock":
 		err = lockChild(dir)
 	case "crash":
-		err = crashChild(dir)
+		err = crashChild(dir, false)
+	case "crash-compacting":
+		err = crashChild(dir, true)
 	case "footprint":
 		err = footprintChild(dir)
 	case "idle":
 		err = idleChild(dir)
+	case "damage":
+		err = damageChild(dir)
 	default:
 		err = fmt.Errorf("unknown child role %q", role)
 	}
@@ -139,16 +142,4 @@ func since(t testing.TB, s *Store, after uint64, limit int) (seqs []uint64, entr
 		t.Fatalf("Since: %v", err)
 	}
 	return seqs, entries
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

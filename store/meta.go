@@ -11,8 +11,9 @@ import (
 
 // SchemaVersion is the version of the key layout this build reads and
 // writes. A store with a larger version is refused (ErrNewerSchema), never
-// reset.
-const SchemaVersion = 1
+// reset. Version 2 added the book indexes (index.go), which Open builds
+// for a version 1 store.
+const SchemaVersion = 2
 
 // loadMeta reads the schema version, epoch, clock high-water mark and last
 // sequence number, or initializes an empty database as a new store.

@@ -57,7 +57,12 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		if err != nil {
 			return nil, ioErr(s.dir, "read a dedup key", err)
 		}
-		if v != nil {
+		switch {
+		// A key recorded without a digest (by an older version) matches
+		// any request: it can only be taken for a retry.
+		case v != nil && len(v) > 0 && !bytes.Equal(v, b.DedupSum):
+			return nil, fmt.Errorf("apply to store %s: request %q: %w", s.dir, b.Dedup, ErrDedupMismatch)
+		case v != nil:
 			return nil, fmt.Errorf("apply to store %s: request %q: %w", s.dir, b.Dedup, ErrDuplicate)
 		}
 	}
@@ -107,6 +112,8 @@ func (s *Store) checkExtras(b *Batch) error {
 	switch {
 	case len(b.Dedup) > maxDedupKey:
 		return fmt.Errorf("apply to store %s: dedup key of %d bytes, longer than %d: %w", s.dir, len(b.Dedup), maxDedupKey, crdt.ErrInvalid)
+	case len(b.DedupSum) > maxDedupSum:
+		return fmt.Errorf("apply to store %s: dedup digest of %d bytes, longer than %d: %w", s.dir, len(b.DedupSum), maxDedupSum, crdt.ErrInvalid)
 	case b.Cursor != nil && b.Cursor.Device == 0:
 		return fmt.Errorf("apply to store %s: cursor without a device: %w", s.dir, crdt.ErrInvalid)
 	case b.Daily != nil:
@@ -226,6 +233,7 @@ func (p *plan) records() error {
 		p.writes = append(p.writes,
 			write{key: seqKey(p.seq), val: enc},
 			write{key: recordKey(r.id), val: u64(p.seq)})
+		p.index(r)
 		p.result.Changed = append(p.result.Changed, Change{Seq: p.seq, Prev: r.prev, Entry: r.cur})
 	}
 	for kind, n := range p.added {
@@ -278,7 +286,7 @@ func (p *plan) extras(b *Batch, hw crdt.Timestamp) error {
 		p.writes = append(p.writes, write{key: k, val: u64(sum)})
 	}
 	if b.Dedup != "" {
-		p.writes = append(p.writes, write{key: dedupKey(b.Dedup), val: []byte{}, ttl: s.opt.DedupTTL})
+		p.writes = append(p.writes, write{key: dedupKey(b.Dedup), val: append([]byte{}, b.DedupSum...), ttl: s.opt.DedupTTL})
 	}
 	if p.hw.After(hw) {
 		p.writes = append(p.writes, write{key: keyHW, val: encodeTimestamp(p.hw)})

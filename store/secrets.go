@@ -46,7 +46,7 @@ func readSecrets(dir string, log *slog.Logger) (secrets, error) {
 	if err != nil {
 		return secrets{}, ioErr(dir, "read the secrets file", err)
 	}
-	tightened, err := makeFilePrivate(path)
+	tightened, err := MakeFilePrivate(path)
 	if err != nil {
 		return secrets{}, ioErr(dir, "make the secrets file private", err)
 	}

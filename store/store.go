@@ -17,6 +17,13 @@ import (
 )
 
 // Store is a device's durable library state. It is safe for concurrent use.
+//
+// Lock order. The seven mutexes below guard separate concerns and are held
+// briefly; only one nesting exists: smu (the syncer) may take qmu (to read
+// failed) and then stateMu (publish). Nothing takes smu while holding
+// another, and mu, secMu, walMu and jmu are never held while taking any
+// other lock (Close, compact and updateSecrets release qmu before taking mu
+// or secMu). Keep it so: a new nesting must be added here, in this order.
 type Store struct {
 	dir   string // the data directory, absolute
 	dbDir string // badger's directory inside it
@@ -31,6 +38,11 @@ type Store struct {
 	lastSeq uint64
 	hw      crdt.Timestamp
 	watch   chan struct{}
+	loss    *Loss // the last loss of acknowledged changes found at open
+
+	// The acknowledged journal (acked.go), its writes under jmu.
+	jmu     sync.Mutex
+	journal *ackJournal
 
 	secMu   sync.Mutex
 	secrets secrets
@@ -42,7 +54,8 @@ type Store struct {
 	users      int
 	timer      *time.Timer
 	closed     bool
-	opens      int // badger opens so far, for tests
+	opens      int                 // badger opens so far, for tests
+	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	compacting bool
 	maint      sync.WaitGroup
 	pagedOut   atomic.Int64 // unix ns of the last pageOutTables (handle.go)
@@ -119,6 +132,14 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := s.checkAcked(db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.ensureIndex(db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
 	s.db, s.opens, ok = db, 1, true
 	s.wseq, s.whw = s.lastSeq, s.hw
@@ -169,6 +190,9 @@ func (s *Store) lockDir() error {
 func (s *Store) openDB() (db *badger.DB, err error) {
 	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
 		return nil, ioErr(s.dir, "create the database directory", err)
+	}
+	if err := s.checkFiles(); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if v := recover(); v != nil { // badger parsing a damaged file
@@ -223,6 +247,11 @@ func (s *Store) Close() error {
 	s.stateMu.Lock()
 	close(s.watch)
 	s.stateMu.Unlock()
+	if s.journal != nil {
+		if cerr := s.journal.close(); cerr != nil && err == nil {
+			err = ioErr(s.dir, "close "+ackedFile, cerr)
+		}
+	}
 	if cerr := s.lock.Close(); cerr != nil && err == nil {
 		err = ioErr(s.dir, "release the lock", cerr)
 	}

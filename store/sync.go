@@ -59,12 +59,16 @@ func (s *Store) kickLocked() {
 		return
 	}
 	var (
-		upTo uint64
-		db   *badger.DB
+		upTo  uint64
+		db    *badger.DB
+		first = -1
 	)
-	for _, g := range s.pending {
+	for i, g := range s.pending {
 		if g.id > s.covered && g.needsSync() {
 			upTo, db = g.id, g.db
+			if first < 0 {
+				first = i
+			}
 		}
 	}
 	if upTo == 0 {
@@ -74,13 +78,19 @@ func (s *Store) kickLocked() {
 	s.inflight++
 	s.syncWG.Add(1)
 	s.syncs.Add(1)
-	go s.runSync(db, upTo)
+	go s.runSync(db, upTo, journalOf(s.pending[first:]))
 }
 
-// runSync syncs, then acknowledges every group it made durable.
-func (s *Store) runSync(db *badger.DB, upTo uint64) {
+// runSync syncs the WAL and, beside it, the journal of what the sync
+// acknowledges (acked.go), then acknowledges every group it made durable.
+func (s *Store) runSync(db *badger.DB, upTo uint64, journal []ackEntry) {
 	defer s.syncWG.Done()
+	jerr := make(chan error, 1)
+	go func() { jerr <- s.writeJournal(journal) }()
 	err := s.syncWAL(db)
+	if e := <-jerr; err == nil {
+		err = e
+	}
 	s.smu.Lock()
 	s.inflight--
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 //   - freeSpace: the bytes this user may still write on a disk (diskAvail).
 //   - lockFile: an exclusive lock on an open file that no other open file,
 //     in this process or another, can take while it is held.
-//   - MakePrivateDir, makeFilePrivate: only this user can reach a directory
+//   - MakePrivateDir, MakeFilePrivate: only this user can reach a directory
 //     or file (private).
 //   - isDiskFull, isLockErr: which errors mean a full disk or a held lock
 //     (diskFullErrnos, lockErrnos).
@@ -75,9 +75,10 @@ func MakePrivateDir(dir string) (tightened bool, err error) {
 	return private(dir, fi, fresh)
 }
 
-// makeFilePrivate makes an existing file readable by this user only (0600
-// on unix), reporting whether it was open to others.
-func makeFilePrivate(path string) (tightened bool, err error) {
+// MakeFilePrivate makes an existing file readable by this user only (0600
+// on unix; the DACL of MakePrivateDir on Windows), reporting whether it was
+// open to others. The daemon uses it for its API tokens.
+func MakeFilePrivate(path string) (tightened bool, err error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false, err

@@ -119,8 +119,8 @@ func TestMakePrivate(t *testing.T) {
 		{"group-only dir", mk("group", 0o710, true), MakePrivateDir, true, 0o700},
 		{"private dir", mk("private", 0o700, true), MakePrivateDir, false, 0o700},
 		{"read-only private dir stays", mk("ro", 0o500, true), MakePrivateDir, false, 0o500},
-		{"open file", mk("f-open", 0o644, false), makeFilePrivate, true, 0o600},
-		{"private file", mk("f-private", 0o600, false), makeFilePrivate, false, 0o600},
+		{"open file", mk("f-open", 0o644, false), MakeFilePrivate, true, 0o600},
+		{"private file", mk("f-private", 0o600, false), MakeFilePrivate, false, 0o600},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,8 +140,8 @@ func TestMakePrivate(t *testing.T) {
 	if _, err := MakePrivateDir(mk("a-file", 0o600, false)); err == nil {
 		t.Error("MakePrivateDir of a file succeeded")
 	}
-	if _, err := makeFilePrivate(filepath.Join(base, "missing")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("makeFilePrivate of a missing file = %v, want fs.ErrNotExist", err)
+	if _, err := MakeFilePrivate(filepath.Join(base, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("MakeFilePrivate of a missing file = %v, want fs.ErrNotExist", err)
 	}
 }
 

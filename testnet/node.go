@@ -36,6 +36,7 @@ type Node struct {
 
 	mu        sync.Mutex
 	offset    time.Duration
+	args      []string // its own daemon arguments, after the Net's
 	proc      *proc
 	local     *daemon.Daemon
 	startedAt time.Time
@@ -104,6 +105,10 @@ func (n *Node) emit(line string) {
 // from its next start on.
 func (n *Node) SetClockOffset(d time.Duration) { defer n.lock()(); n.offset = d }
 
+// SetArgs gives the node's `danyue daemon` command line these arguments,
+// after those of DaemonArgs, from its next start on (process mode only).
+func (n *Node) SetArgs(args ...string) { defer n.lock()(); n.args = args }
+
 // Start starts the node and returns once its API answers.
 func (n *Node) Start() {
 	n.net.t.Helper()
@@ -169,11 +174,12 @@ func (n *Node) launch() error {
 		return n.startLocal()
 	}
 	n.mu.Lock()
-	offset := n.offset
+	offset, own := n.offset, n.args
 	n.mu.Unlock()
 	argv := []string{"ip", "netns", "exec", n.ns, n.net.bin, "daemon", "--data", n.dir, "--name", n.name,
 		"--log-level", n.net.cfg.logLevel}
 	argv = append(argv, n.net.cfg.args...)
+	argv = append(argv, own...)
 	env := os.Environ()
 	if offset != 0 {
 		env = append(env, "DANYUE_CLOCK_OFFSET="+offset.String())

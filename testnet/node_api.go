@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/client"
 )
 
 // Shorthands for scenarios: each calls the node's API through its client and
@@ -65,6 +66,22 @@ func (n *Node) Delete(key string) api.Book {
 		return err
 	})
 	return b
+}
+
+// TryDelete is Delete for a key the node may never have seen: false, and
+// nothing written, if it has not (the API answers 404 not_found).
+func (n *Node) TryDelete(key string) (api.Book, bool) {
+	n.net.t.Helper()
+	var b api.Book
+	found := true
+	n.call("delete", func(ctx context.Context) (err error) {
+		b, err = n.c.Delete(ctx, key)
+		if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+			found, err = false, nil
+		}
+		return err
+	})
+	return b, found
 }
 
 // Book returns the node's record of key.

@@ -85,6 +85,13 @@ func (nt *Net) randomTopology(rng *rand.Rand) {
 	}
 }
 
+// readTimeOp adds a random read time to key on n.
+func readTimeOp(rng *rand.Rand, n *Node, key string) Op {
+	ms := int64(1 + rng.IntN(600_000))
+	n.AddReadTime(key, ms)
+	return Op{Node: n.name, Kind: OpReadTime, Key: key, Device: n.Device(), AddMs: uint64(ms)}
+}
+
 // randomOp makes one random operation on n and returns it as acknowledged.
 func randomOp(t TB, rng *rand.Rand, n *Node, keys []string) Op {
 	t.Helper()
@@ -106,11 +113,14 @@ func randomOp(t TB, rng *rand.Rand, n *Node, keys []string) Op {
 		}
 		return Op{Node: n.name, Kind: OpPosition, Key: key, Title: title, Write: b.Position}
 	case x < 85:
-		ms := int64(1 + rng.IntN(600_000))
-		n.AddReadTime(key, ms)
-		return Op{Node: n.name, Kind: OpReadTime, Key: key, Device: n.Device(), AddMs: uint64(ms)}
+		return readTimeOp(rng, n, key)
 	default:
-		b := n.Delete(key)
+		b, found := n.TryDelete(key)
+		if !found {
+			// This node never saw the book, so nothing was deleted (404):
+			// it reads instead.
+			return readTimeOp(rng, n, key)
+		}
 		if b.DeletedStamp == nil || !b.Deleted || b.DeletedBy == nil || *b.DeletedBy != n.Device() {
 			t.Fatalf("%s: the answer to a delete does not show it: %+v", n.name, b)
 		}

@@ -80,6 +80,7 @@ type Scenario struct {
 // Scenarios are all the scenarios, in the order the command runs them.
 var Scenarios = []Scenario{
 	{"discovery", Discovery},
+	{"pair-short-code", PairShortCode},
 	{"propagation", Propagation},
 	{"convergence", Convergence},
 	{"clock-skew", ClockSkew},
@@ -88,6 +89,7 @@ var Scenarios = []Scenario{
 	{"wipe", Wipe},
 	{"deletion", Deletion},
 	{"restart", Restart},
+	{"lost-peer", LostPeer},
 	{"big-heal", BigHeal},
 	{"long-partition", LongPartition},
 }

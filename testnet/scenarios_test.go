@@ -21,6 +21,7 @@ func params() Params {
 // root and iproute2). The measurements are in the test log (-v).
 
 func TestDiscovery(t *testing.T)      { Discovery(t, params(), nil) }
+func TestPairShortCode(t *testing.T)  { PairShortCode(t, params(), nil) }
 func TestPropagation(t *testing.T)    { Propagation(t, params(), nil) }
 func TestConvergence(t *testing.T)    { Convergence(t, params(), nil) }
 func TestClockSkew(t *testing.T)      { ClockSkew(t, params(), nil) }
@@ -29,6 +30,7 @@ func TestCrash(t *testing.T)          { Crash(t, params(), nil) }
 func TestWipe(t *testing.T)           { Wipe(t, params(), nil) }
 func TestDeletion(t *testing.T)       { Deletion(t, params(), nil) }
 func TestRestart(t *testing.T)        { Restart(t, params(), nil) }
+func TestLostPeer(t *testing.T)       { LostPeer(t, params(), nil) }
 func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {

@@ -31,13 +31,19 @@ func printKosyncDocuments(ctx context.Context, e *env, c *client.Client, cf clie
 		fmt.Fprintln(e.stdout, "\nKOReader documents")
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "USER\tDOCUMENT\tAT\tDEVICE\tUPDATED\tVIA")
+	fmt.Fprintln(tw, "USER\tBOOK\tAT\tDEVICE\tUPDATED\tVIA")
 	for _, d := range docs {
 		updated := d.At
 		if t, err := time.Parse(time.RFC3339Nano, d.At); err == nil {
 			updated = t.Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", d.User, d.Document, d.Percentage*100, orDash(d.Device), updated, orDash(d.DaemonName))
+		// The title once a device keyed the file (danyue key), else
+		// KOReader's id: all there is to go by.
+		book := d.Document
+		if d.Title != "" {
+			book = d.Title
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", printable(d.User), printable(book), d.Percentage*100, orDash(printable(d.Device)), updated, orDash(printable(d.DaemonName)))
 	}
 	return tw.Flush()
 }

@@ -19,8 +19,8 @@ import (
 func keyCommand() command {
 	return command{
 		name:    "key",
-		usage:   "FILE|DIR... [--algo md5|sha256] [--encoding auto|utf-8|gb18030|utf-16] [--json]",
-		summary: "Print the BookKey of text files (or of every .txt file in a directory), and KOReader's id of each.",
+		usage:   "FILE|DIR... [--algo md5|sha256] [--encoding auto|utf-8|gb18030|utf-16] [--json] [--no-link]",
+		summary: "Print the BookKey of text files (or of every .txt file in a directory), and KOReader's id of each; if a daemon runs, tell it which book each KOReader document is, so KOReader progress shows under the book's title on every device.",
 		run:     runKey,
 	}
 }
@@ -34,7 +34,8 @@ func runKey(ctx context.Context, e *env, args []string) error {
 	algoName := flags.String("algo", "md5", "hash function, `md5|sha256`")
 	encName := flags.String("encoding", "auto", "text encoding, `auto|utf-8|gb18030|utf-16`: auto follows the BOM, else takes UTF-8 if valid, else GB18030 (which covers GBK); utf-16 follows the BOM, little-endian if none")
 	asJSON := flags.Bool("json", false, "print one JSON object per file: path, key, encoding, utf16Len, bytes, koreaderId")
-	dataDirFlag(flags, e) // accepted like everywhere; keying needs no daemon
+	data := flags.String("data", defaultDataDir(e), "data `DIR` of the daemon to tell which book each file's KOReader document is, if one runs there (keying needs no daemon); $DANYUE_DATA sets the default")
+	noLink := flags.Bool("no-link", false, "do not tell the daemon which book each KOReader document is")
 	paths, err := parseArgs(flags, args)
 	if err != nil {
 		return err
@@ -55,12 +56,20 @@ func runKey(ctx context.Context, e *env, args []string) error {
 		failed = true
 		fmt.Fprintf(e.stderr, "danyue: %s\n", describeKeyError(path, err))
 	}
-	files, total, sawDir := collectFiles(paths, report)
+	note := func(path string, err error) {
+		fmt.Fprintf(e.stderr, "danyue: %s\n", describeKeyError(path, err))
+	}
+	files, total, sawDir := collectFiles(ctx, paths, report, note)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 
 	p := newKeyProgress(e.stderr, total, total >= progressMin || sawDir)
 	defer p.finish()
 	out := json.NewEncoder(e.stdout)
 	out.SetEscapeHTML(false)
+	linker := newKosyncLinker(*data, *noLink)
+	defer linker.finish(e.stderr)
 	for _, f := range files {
 		res, koid, err := keyFile(ctx, f.path, opt, p)
 		if ctx.Err() != nil {
@@ -77,6 +86,7 @@ func runKey(ctx context.Context, e *env, args []string) error {
 		} else {
 			fmt.Fprintf(e.stdout, "%s %d %s koreader:%s %s\n", res.Key, res.UTF16Len, res.Encoding, koid, f.path)
 		}
+		linker.link(ctx, koid, res.Key.String(), f.path)
 	}
 	if failed {
 		return errReported
@@ -101,23 +111,50 @@ type keyTarget struct {
 	size int64
 }
 
+// errNotRegular is a path that is not a regular file: a named pipe, a
+// device or a socket, which could block the command for ever or never end.
+type errNotRegular struct{ mode fs.FileMode }
+
+func (e errNotRegular) Error() string {
+	kind := "a special file"
+	switch {
+	case e.mode&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO)"
+	case e.mode&fs.ModeSocket != 0:
+		kind = "a socket"
+	case e.mode&fs.ModeDevice != 0:
+		kind = "a device"
+	case e.mode.IsDir():
+		kind = "a directory"
+	}
+	return "skipped: " + kind + ", not a regular file"
+}
+
 // collectFiles expands the arguments: a file stands for itself, a directory
 // for every .txt file under it, in lexical order. Paths that cannot be
-// listed are reported and left out.
-func collectFiles(paths []string, report func(string, error)) (files []keyTarget, total int64, sawDir bool) {
+// listed, and arguments that are not regular files, are reported and left
+// out; a .txt entry of a directory that is not a regular file is noted and
+// left out. It stops when ctx ends.
+func collectFiles(ctx context.Context, paths []string, report, note func(string, error)) (files []keyTarget, total int64, sawDir bool) {
 	for _, p := range paths {
 		info, err := os.Stat(p)
-		if err != nil {
+		switch {
+		case err != nil:
 			report(p, err)
 			continue
-		}
-		if !info.IsDir() {
+		case !info.IsDir() && !info.Mode().IsRegular():
+			report(p, errNotRegular{info.Mode()})
+			continue
+		case !info.IsDir():
 			files = append(files, keyTarget{p, info.Size()})
 			total += info.Size()
 			continue
 		}
 		sawDir = true
 		filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if err != nil {
 				report(path, err)
 				return nil // WalkDir skips what it could not read
@@ -125,12 +162,16 @@ func collectFiles(paths []string, report func(string, error)) (files []keyTarget
 			if d.IsDir() || !strings.EqualFold(filepath.Ext(path), ".txt") {
 				return nil
 			}
-			var size int64
-			if info, err := d.Info(); err == nil {
-				size = info.Size()
+			info, err := os.Stat(path) // follows a symlink, as opening would
+			switch {
+			case err != nil:
+				report(path, err)
+			case !info.Mode().IsRegular():
+				note(path, errNotRegular{info.Mode()})
+			default:
+				files = append(files, keyTarget{path, info.Size()})
+				total += info.Size()
 			}
-			files = append(files, keyTarget{path, size})
-			total += size
 			return nil
 		})
 	}
@@ -145,6 +186,13 @@ func keyFile(ctx context.Context, path string, opt bookkey.Options, p *keyProgre
 		return bookkey.Result{}, "", err
 	}
 	defer f.Close()
+	// Checked again on the open file: the path may have changed since.
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		if err == nil {
+			err = errNotRegular{info.Mode()}
+		}
+		return bookkey.Result{}, "", err
+	}
 	res, err := bookkey.Read(ctx, p.reader(f), opt)
 	if err != nil {
 		return bookkey.Result{}, "", err

@@ -21,47 +21,75 @@ import (
 func kosyncCommand() command {
 	return command{
 		name:    "kosync",
-		usage:   "adduser NAME [--password-stdin]",
-		summary: "Create a KOReader progress-sync account in the library (served by `danyue daemon --kosync ADDRESS`).",
+		usage:   "adduser|passwd|deluser NAME [--password-stdin]",
+		summary: "Manage the library's KOReader progress-sync accounts (served by `danyue daemon --kosync ADDRESS`): adduser creates one, passwd changes its password, deluser removes it.",
 		run:     runKosync,
 	}
 }
 
+const kosyncHint = "danyue kosync adduser|passwd|deluser NAME"
+
 func runKosync(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, kosyncCommand(), "danyue kosync adduser alice    # then, in KOReader: Progress sync, Custom sync server, Login")
 	cf := addClientFlags(fs, e, false)
-	fromStdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input instead of prompting for it")
+	fromStdin := fs.Bool("password-stdin", false, "read the password from the first line of standard input instead of prompting for it (adduser, passwd)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) == 0:
-		return &usageError{msg: "kosync needs a subcommand", hint: "danyue kosync adduser NAME"}
-	case pos[0] != "adduser":
-		return &usageError{msg: fmt.Sprintf("unknown kosync subcommand %q", pos[0]), hint: "danyue kosync adduser NAME"}
-	case len(pos) != 2:
-		return &usageError{msg: "kosync adduser takes exactly one account NAME", hint: "danyue kosync adduser alice"}
+	if len(pos) == 0 {
+		return &usageError{msg: "kosync needs a subcommand", hint: kosyncHint}
+	}
+	sub := pos[0]
+	switch sub {
+	case "adduser", "passwd", "deluser":
+	default:
+		return &usageError{msg: fmt.Sprintf("unknown kosync subcommand %q", sub), hint: kosyncHint}
+	}
+	if len(pos) != 2 {
+		return &usageError{msg: fmt.Sprintf("kosync %s takes exactly one account NAME", sub), hint: "danyue kosync " + sub + " alice"}
 	}
 	name := pos[1]
 	if err := kosync.ValidUserName(name); err != nil {
-		return &usageError{msg: fmt.Sprintf("account name: %v", err), hint: "danyue kosync adduser alice"}
+		return &usageError{msg: fmt.Sprintf("account name: %v", err), hint: "danyue kosync " + sub + " alice"}
 	}
-	password, err := readPassword(e, name, *fromStdin)
-	if err != nil {
-		return err
+	var password string
+	if sub != "deluser" {
+		if password, err = readPassword(e, name, *fromStdin); err != nil {
+			return err
+		}
 	}
 	c := cf.client()
 	defer c.Close()
-	if _, err := c.KosyncAddUser(ctx, name, koreaderKey(password)); err != nil {
+	switch sub {
+	case "adduser":
+		_, err = c.KosyncAddUser(ctx, name, koreaderKey(password))
+	case "passwd":
+		err = c.KosyncPasswd(ctx, name, koreaderKey(password))
+	case "deluser":
+		err = c.KosyncDelUser(ctx, name)
+	}
+	if err != nil {
 		var apiErr *client.APIError
-		if errors.As(err, &apiErr) && apiErr.Code == api.CodeNameTaken {
-			return fmt.Errorf("%s; log in with it in KOReader, or choose another name", apiErr.Detail)
+		if errors.As(err, &apiErr) {
+			switch apiErr.Code {
+			case api.CodeNameTaken:
+				return fmt.Errorf("%s; log in with it in KOReader, or choose another name", apiErr.Detail)
+			case api.CodeNotFound:
+				return fmt.Errorf("%s; `danyue kosync adduser %s` creates it", apiErr.Detail, name)
+			}
 		}
 		return cf.explain(err)
 	}
-	fmt.Fprintf(e.stdout, "Created the KOReader account %q. Every daemon of the library started with --kosync serves it once they have synced.\n", name)
-	fmt.Fprintf(e.stdout, "In KOReader: Progress sync, Custom sync server http://THIS-HOST:PORT (the daemon's --kosync), then Login as %s.\n", name)
+	switch sub {
+	case "adduser":
+		fmt.Fprintf(e.stdout, "Created the KOReader account %q. Every daemon of the library started with --kosync serves it once they have synced.\n", name)
+		fmt.Fprintf(e.stdout, "In KOReader: Progress sync, Custom sync server http://THIS-HOST:PORT (the daemon's --kosync), then Login as %s.\n", name)
+	case "passwd":
+		fmt.Fprintf(e.stdout, "Changed the password of %q. KOReader devices must log in again with the new one (Progress sync, Logout, Login).\n", name)
+	case "deluser":
+		fmt.Fprintf(e.stdout, "Removed the KOReader account %q from the library; its devices can no longer sync. Its progress records stay.\n", name)
+	}
 	return nil
 }
 

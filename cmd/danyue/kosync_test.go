@@ -75,7 +75,9 @@ func TestCLIKosync(t *testing.T) {
 		{"   \n", []string{"kosync", "adduser", "bob", "--password-stdin"}, 1, "password is empty"},
 		{"pw\n", []string{"kosync", "adduser", "bob"}, 2, "--password-stdin"}, // stdin is not a terminal
 		{"pw\n", []string{"kosync", "adduser", "--password-stdin"}, 2, "exactly one account NAME"},
-		{"pw\n", []string{"kosync", "deluser", "bob"}, 2, "unknown kosync subcommand"},
+		{"pw\n", []string{"kosync", "rmuser", "bob"}, 2, "unknown kosync subcommand"},
+		{"pw\n", []string{"kosync", "deluser", "bob"}, 1, `no KOReader account "bob"`},
+		{"pw\n", []string{"kosync", "passwd", "bob", "--password-stdin"}, 1, "danyue kosync adduser bob"},
 		{"pw\n", []string{"kosync", "adduser", " bob", "--password-stdin"}, 2, "blanks"},
 	} {
 		res := runCLIWith(t, nil, tt.stdin, append(tt.args, "--data", d.data)...)
@@ -109,5 +111,40 @@ func TestCLIKosync(t *testing.T) {
 	}
 	if res := d.cli(t, "books", "--kosync"); !strings.Contains(res.stdout, doc) || strings.Contains(res.stdout, "shelf") {
 		t.Errorf("books --kosync:\n%s", res.stdout)
+	}
+
+	// passwd: the old password stops working, the new one works.
+	res = runCLIWith(t, nil, "new password\n", "kosync", "passwd", "alice", "--password-stdin", "--data", d.data)
+	if res.code != 0 || !strings.Contains(res.stdout, `Changed the password of "alice"`) {
+		t.Fatalf("passwd: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+	newKey := koreaderKey("new password")
+	if s := koreaderStatus(t, "GET", url+"/users/auth", "alice", key, ""); s != http.StatusUnauthorized {
+		t.Errorf("the old password still logs in after passwd: %d", s)
+	}
+	if s := koreaderStatus(t, "GET", url+"/users/auth", "alice", newKey, ""); s != http.StatusOK {
+		t.Errorf("the new password does not log in: %d", s)
+	}
+	// deluser: nobody logs in; the name can be made again. (Another
+	// account: alice has used up her failed sign-ins for the minute.)
+	if res := runCLIWith(t, nil, "carol's\n", "kosync", "adduser", "carol", "--password-stdin", "--data", d.data); res.code != 0 {
+		t.Fatalf("adduser carol: exit %d, stderr %q", res.code, res.stderr)
+	}
+	res = runCLIWith(t, nil, "", "kosync", "deluser", "carol", "--data", d.data)
+	if res.code != 0 || !strings.Contains(res.stdout, `Removed the KOReader account "carol"`) {
+		t.Fatalf("deluser: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+	if s := koreaderStatus(t, "GET", url+"/users/auth", "carol", koreaderKey("carol's"), ""); s != http.StatusUnauthorized {
+		t.Errorf("a removed account still logs in: %d", s)
+	}
+	if res := runCLIWith(t, nil, "", "kosync", "deluser", "carol", "--data", d.data); res.code != 1 {
+		t.Errorf("deluser twice: exit %d, stderr %q", res.code, res.stderr)
+	}
+	res = runCLIWith(t, nil, "again\n", "kosync", "adduser", "carol", "--password-stdin", "--data", d.data)
+	if res.code != 0 {
+		t.Fatalf("adduser after deluser: exit %d, stderr %q", res.code, res.stderr)
+	}
+	if s := koreaderStatus(t, "GET", url+"/users/auth", "carol", koreaderKey("again"), ""); s != http.StatusOK {
+		t.Errorf("the account made again does not log in: %d", s)
 	}
 }

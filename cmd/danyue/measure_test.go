@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -41,23 +40,7 @@ func TestMeasureIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	errs := make(chan error, 16)
-	for w := range 16 {
-		go func() {
-			var err error
-			for i := w; i < books; i += 16 {
-				if _, e := ca.SetPosition(ctx, fmt.Sprintf("md5:%032x", i+1), int64(i), 0.5, fmt.Sprintf("Book %d", i)); e != nil {
-					err = e
-				}
-			}
-			errs <- err
-		}()
-	}
-	for range 16 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	fillShelf(t, ca, books)
 	t.Logf("wrote %d books on A in %v", books, time.Since(start))
 	for {
 		st, err := cb.Status(ctx)

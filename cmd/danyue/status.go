@@ -38,12 +38,15 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		return printJSON(e.stdout, st)
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintf(tw, "Device\t%s (%s)\n", st.Device.Name, st.Device.ID)
+	fmt.Fprintf(tw, "Device\t%s (%s)\n", printable(st.Device.Name), st.Device.ID)
 	fmt.Fprintf(tw, "Library\t%s\n", st.Library.ID)
 	fmt.Fprintf(tw, "Books\t%d on the shelf, %d deleted\n", st.Counts.Books, st.Counts.Deleted)
 	fmt.Fprintf(tw, "Peers\t%d connected of %d known\n", st.Counts.PeersConnected, st.Counts.PeersKnown)
-	if st.Kosync != "" {
-		fmt.Fprintf(tw, "KOReader sync\thttp://%s\n", st.Kosync)
+	if st.HTTP != "" {
+		fmt.Fprintf(tw, "API (TCP)\thttp://%s\n", st.HTTP)
+	}
+	if len(st.KosyncURLs) > 0 {
+		fmt.Fprintf(tw, "KOReader sync\t%s\n", strings.Join(st.KosyncURLs, "\n\t"))
 	}
 	if len(st.Addresses) > 0 {
 		fmt.Fprintf(tw, "Listening\t%s\n", strings.Join(st.Addresses, "\n\t"))
@@ -60,7 +63,20 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	// The writers whose changes arrived stamped ahead of this clock, which
 	// may be devices that are not peers of this one at all.
 	for _, w := range st.ClockWarnings {
-		fmt.Fprintf(e.stdout, "warning: %s\n", w.Warning)
+		fmt.Fprintf(e.stdout, "warning: %s\n", printable(w.Warning))
+	}
+	if l := st.StoreLoss; l != nil {
+		fmt.Fprintf(e.stdout, "error: %s\n", l.Warning)
+		const show = 20
+		for _, r := range l.Records[:min(len(l.Records), show)] {
+			fmt.Fprintf(e.stdout, "  lost: %s\n", r)
+		}
+		if len(l.Records) > show {
+			fmt.Fprintf(e.stdout, "  lost: %d more records (danyue status --json lists them)\n", len(l.Records)-show)
+		}
+		if l.Unnamed > 0 {
+			fmt.Fprintf(e.stdout, "  lost: %d more changes to records no longer known\n", l.Unnamed)
+		}
 	}
 	return nil
 }
@@ -73,14 +89,14 @@ func printPeers(e *env, peers []api.Peer) error {
 		if p.Connected {
 			state = "connected"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(p.Name), p.Device, state, lastSeen(p), clockOffset(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(printable(p.Name)), p.Device, state, lastSeen(p), clockOffset(p))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, p := range peers {
 		if p.ClockWarning != "" {
-			fmt.Fprintf(e.stdout, "warning: %s\n", p.ClockWarning)
+			fmt.Fprintf(e.stdout, "warning: %s\n", printable(p.ClockWarning))
 		}
 	}
 	return nil

@@ -20,6 +20,10 @@ type Book struct {
 	// DeletedStamp is the hybrid-clock stamp of the winning delete (see
 	// Position.Stamp); null while the book was never deleted.
 	DeletedStamp *string `json:"deletedStamp,omitempty"`
+	// Notice, in the answer to a write, says what the write did not do that
+	// an app might have expected (a read-time report on a deleted book
+	// leaves it deleted); absent otherwise. For people, not to parse.
+	Notice string `json:"notice,omitempty"`
 }
 
 // Position is a place in a book: an offset in UTF-16 code units into the
@@ -44,9 +48,12 @@ type ReadTime struct {
 	ByDevice     map[string]uint64 `json:"byDevice"`
 }
 
-// Books is the answer of GET /v1/books.
+// Books is the answer of GET /v1/books: a page of the shelf, or the whole
+// shelf when no limit, cursor or sort was asked for.
 type Books struct {
 	Books []Book `json:"books"`
+	// Next is the cursor of the next page; absent after the last page.
+	Next string `json:"next,omitempty"`
 }
 
 // PositionRequest is the body of PUT /v1/books/{key}/position.
@@ -87,13 +94,35 @@ type Status struct {
 	Counts    Counts   `json:"counts"`
 	Addresses []string `json:"addresses"`
 	Traffic   Traffic  `json:"traffic"`
-	// Kosync is the address KOReader devices sync with, if this daemon
-	// serves kosync.
+	// HTTP is the address of the API's TCP listener (--http), if any.
+	HTTP string `json:"http,omitempty"`
+	// Kosync is the address of the kosync listener, if this daemon serves
+	// kosync, as bound ("[::]:7200" for every address).
 	Kosync string `json:"kosync,omitempty"`
+	// KosyncURLs are the URLs to give KOReader: one per address of this
+	// machine when Kosync listens on every address, LAN addresses first.
+	KosyncURLs []string `json:"kosyncUrls,omitempty"`
 	// ClockWarnings lists the devices whose writes arrived stamped more
 	// than a minute ahead of this device's clock since the daemon started:
 	// the writers, whichever peer relayed the writes. Never null.
 	ClockWarnings []ClockWarning `json:"clockWarnings"`
+	// StoreLoss is what the store found missing when it last opened:
+	// changes it had acknowledged that its database did not bring back (a
+	// damaged disk or file). Nil when nothing was lost.
+	StoreLoss *StoreLoss `json:"storeLoss"`
+}
+
+// StoreLoss names the acknowledged changes the store lost. The daemon asked
+// every peer to send everything again when it found them, so what a peer
+// held comes back.
+type StoreLoss struct {
+	FoundAt string `json:"foundAt"` // RFC 3339, UTC
+	Changes uint64 `json:"changes"` // acknowledged changes lost
+	// Records are the records those changes were to, each once, oldest
+	// change first, such as "book md5:..." (at most 1000). Never null.
+	Records []string `json:"records"`
+	Unnamed uint64   `json:"unnamed"` // lost changes whose record is not known
+	Warning string   `json:"warning"` // a sentence for a person
 }
 
 // ClockWarning is a device whose clock is ahead, as its writes show.
@@ -174,10 +203,42 @@ type Invite struct {
 	Code string `json:"code"`
 }
 
-// JoinRequest is the body of POST /v1/join.
+// JoinRequest is the body of POST /v1/join. Code is a short code
+// ("7-crossover-clockwork") or a long one ("danyue1-..."). PairAddr, for a
+// short code on a network without multicast, is the inviter's rendezvous
+// address (host:port, from the inviter's POST /v1/pairing answer).
 type JoinRequest struct {
-	Code *string `json:"code"`
+	Code     *string `json:"code"`
+	PairAddr string  `json:"pairAddr,omitempty"`
 }
+
+// Pairing is a short-code invitation: the answer of POST /v1/pairing and of
+// GET and DELETE /v1/pairing/{id}.
+type Pairing struct {
+	ID      string `json:"id"`
+	Code    string `json:"code"`    // what the joiner types: "7-crossover-clockwork"
+	Expires string `json:"expires"` // RFC 3339
+	// State is open, paired, wrong_code, expired, cancelled or failed.
+	State string `json:"state"`
+	// Addresses are the rendezvous's host:port addresses, for a joiner
+	// on a network without multicast (danyue join CODE --pair-addr).
+	Addresses []string `json:"addresses"`
+	// Device and DeviceName are the joiner once paired.
+	Device     string `json:"device,omitempty"`
+	DeviceName string `json:"deviceName,omitempty"`
+	// Detail says what happened, for people.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Pairing states.
+const (
+	PairingOpen      = "open"
+	PairingPaired    = "paired"
+	PairingWrongCode = "wrong_code"
+	PairingExpired   = "expired"
+	PairingCancelled = "cancelled"
+	PairingFailed    = "failed"
+)
 
 // Joined is the answer of POST /v1/join.
 type Joined struct {
@@ -190,6 +251,12 @@ type Joined struct {
 type KosyncUserRequest struct {
 	Name *string `json:"name"`
 	Key  *string `json:"key"`
+}
+
+// KosyncPasswdRequest is the body of PUT /v1/kosync/users/{name}: the
+// account's new key, what KOReader sends for the new password.
+type KosyncPasswdRequest struct {
+	Key *string `json:"key"`
 }
 
 // KosyncUser is the answer of POST /v1/kosync/users.
@@ -211,11 +278,38 @@ type KosyncProgress struct {
 	// Daemon and DaemonName are the danyue device that took the write.
 	Daemon     string `json:"daemon"`
 	DaemonName string `json:"daemonName"`
+	// BookKey and Title name the book the document is, once a device of
+	// the library keyed its file (PUT /v1/kosync/links/{document}): the
+	// book's title on the shelf, else the title the link gave.
+	BookKey string `json:"bookKey,omitempty"`
+	Title   string `json:"title,omitempty"`
+}
+
+// KosyncLinkRequest is the body of PUT /v1/kosync/links/{document}: the
+// book that KOReader's document is, as keying its file tells (`danyue key`
+// prints both ids of a file).
+type KosyncLinkRequest struct {
+	Key   *string `json:"key"`             // the BookKey of the file's text
+	Title string  `json:"title,omitempty"` // what to call the book where it is not on the shelf, e.g. the file name
+}
+
+// KosyncLink is the answer of PUT /v1/kosync/links/{document}.
+type KosyncLink struct {
+	Document string `json:"document"`
+	Key      string `json:"key"`
+	Title    string `json:"title"`
 }
 
 // KosyncProgressList is the answer of GET /v1/kosync/progress.
 type KosyncProgressList struct {
 	Progress []KosyncProgress `json:"progress"`
+}
+
+// WebLogin is the answer of POST /v1/web/login-token: a one-time URL that
+// opens a session of the status page in a browser on this machine.
+type WebLogin struct {
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expiresAt"` // RFC 3339; the URL works once, before then
 }
 
 // Error is the body of every error answer: Code is stable for programs to
@@ -238,7 +332,19 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeUnsupported  = "unsupported_media_type"
 	CodeBadInvite    = "bad_invite"
-	CodeNameTaken    = "name_taken"
-	CodeUnavailable  = "unavailable"
-	CodeInternal     = "internal"
+	// Short-code pairing: the code did not match (the inviter's code is
+	// now spent), or it was already used or expired, or no inviter offers
+	// its channel.
+	CodeWrongCode   = "wrong_code"
+	CodeCodeSpent   = "code_spent"
+	CodeNoInviter   = "no_inviter"
+	CodeNameTaken   = "name_taken"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
+	// CodeDiskFull (507): the disk of the data dir is (nearly) full; nothing
+	// was written.
+	CodeDiskFull = "disk_full"
+	// CodeIdempotencyMismatch (422): an Idempotency-Key was reused with
+	// another request.
+	CodeIdempotencyMismatch = "idempotency_mismatch"
 )

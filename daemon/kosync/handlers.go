@@ -1,6 +1,7 @@
 package kosync
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/jsoncheck"
 )
 
 // maxBody bounds a request body. KOReader's largest, a progress push with
@@ -29,8 +31,16 @@ type requestError struct {
 
 func (e *requestError) Error() string { return e.message }
 
+// invalid refuses a field, with the reference server's status for it: 403
+// and the code says which (2003 a field, 2004 the document).
 func invalid(code int, format string, args ...any) *requestError {
-	return &requestError{status: http.StatusBadRequest, code: code, message: fmt.Sprintf(format, args...)}
+	return &requestError{status: http.StatusForbidden, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// malformed refuses a body that is not one JSON object at all, before any
+// field could be looked at.
+func malformed(format string, args ...any) *requestError {
+	return &requestError{status: http.StatusBadRequest, code: codeInvalid, message: fmt.Sprintf(format, args...)}
 }
 
 var errUnauthorized = &requestError{status: http.StatusUnauthorized, code: codeUnauthorized, message: "Unauthorized"}
@@ -56,7 +66,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, re.status, re.code, re.message)
 	case errors.Is(err, crdt.ErrInvalid):
 		// The library refused a value the checks here let through.
-		writeError(w, http.StatusBadRequest, codeInvalid, strings.TrimPrefix(err.Error(), "invalid: "))
+		writeError(w, http.StatusForbidden, codeInvalid, strings.TrimPrefix(err.Error(), "invalid: "))
 	default:
 		h.log.Error("kosync request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		writeError(w, http.StatusInternalServerError, codeInternal, "Unknown server error.")
@@ -65,18 +75,23 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // decode reads one JSON object of at most maxBody bytes into v. Unknown
 // fields are accepted: clients add fields over time ("metadata",
-// "identifiers"), and refusing them would break sync on an update.
+// "identifiers"), and refusing them would break sync on an update. A key
+// named twice, invalid UTF-8 and lone surrogate escapes are refused
+// (jsoncheck); control characters in what is kept are refused by the
+// library's write (crdt.CheckText).
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	err := dec.Decode(v)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err == nil {
-		// One object and nothing after it.
-		_, err = dec.Token()
-		switch err {
-		case io.EOF:
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		if err = dec.Decode(v); err == nil {
+			// One object and nothing after it.
+			if _, err := dec.Token(); err != io.EOF {
+				return malformed("Invalid request: the body must hold exactly one JSON object")
+			}
+			if err := jsoncheck.Check(raw, nil); err != nil {
+				return malformed("Invalid request: %v", err)
+			}
 			return nil
-		case nil:
-			return invalid(codeInvalid, "Invalid request: the body must hold exactly one JSON object")
 		}
 	}
 	var mbe *http.MaxBytesError
@@ -87,7 +102,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case errors.As(err, &typ) && typ.Field != "":
 		return invalid(codeInvalid, "Invalid request: %s must not be a JSON %s", typ.Field, typ.Value)
 	}
-	return invalid(codeInvalid, "Invalid request: the body is not a JSON object: %v", err)
+	return malformed("Invalid request: the body is not a JSON object: %v", err)
 }
 
 type createRequest struct {
@@ -176,8 +191,12 @@ func (q *putRequest) progress() (Progress, error) {
 	switch {
 	case q.Document == nil:
 		return Progress{}, invalid(codeDocument, "Field 'document' not provided.")
-	case q.Progress == nil || q.Percentage == nil || q.Device == nil || q.DeviceID == nil:
-		return Progress{}, invalid(codeInvalid, "Invalid request: progress, percentage, device and device_id are required")
+	case q.Progress == nil || q.Percentage == nil || q.Device == nil:
+		return Progress{}, invalid(codeInvalid, "Invalid request: progress, percentage and device are required")
+	}
+	deviceID := "" // optional, as on the reference server
+	if q.DeviceID != nil {
+		deviceID = *q.DeviceID
 	}
 	if err := validDocument(*q.Document); err != nil {
 		return Progress{}, err
@@ -188,16 +207,19 @@ func (q *putRequest) progress() (Progress, error) {
 	for _, f := range []struct {
 		name, value string
 		max         int
-	}{{"progress", *q.Progress, crdt.MaxKosyncProgressBytes}, {"device", *q.Device, crdt.MaxKosyncDeviceBytes}, {"device_id", *q.DeviceID, crdt.MaxKosyncDeviceBytes}} {
+	}{{"progress", *q.Progress, crdt.MaxKosyncProgressBytes}, {"device", *q.Device, crdt.MaxKosyncDeviceBytes}, {"device_id", deviceID, crdt.MaxKosyncDeviceBytes}} {
 		if len(f.value) > f.max {
 			return Progress{}, invalid(codeInvalid, "Invalid request: %s is longer than %d bytes", f.name, f.max)
+		}
+		if err := crdt.CheckText(f.name, f.value); err != nil {
+			return Progress{}, invalid(codeInvalid, "Invalid request: %s", strings.TrimPrefix(err.Error(), "invalid: "))
 		}
 	}
 	pct := *q.Percentage
 	if pct == 0 {
 		pct = 0 // -0 reads as 0 and is kept as 0: one value, one encoding
 	}
-	return Progress{Document: *q.Document, Progress: *q.Progress, Percentage: pct, Device: *q.Device, DeviceID: *q.DeviceID}, nil
+	return Progress{Document: *q.Document, Progress: *q.Progress, Percentage: pct, Device: *q.Device, DeviceID: deviceID}, nil
 }
 
 // validDocument checks a document id as the record key it becomes.
@@ -209,6 +231,8 @@ func validDocument(doc string) error {
 		return invalid(codeDocument, "Invalid request: document is longer than %d bytes", crdt.MaxKosyncDocumentBytes)
 	case strings.IndexByte(doc, 0) >= 0 || !utf8.ValidString(doc):
 		return invalid(codeDocument, "Invalid request: document holds NUL or invalid UTF-8")
+	case crdt.CheckText("document", doc) != nil:
+		return invalid(codeDocument, "Invalid request: document holds control characters")
 	}
 	return nil
 }
@@ -245,4 +269,11 @@ type progressBody struct {
 	Device     string  `json:"device"`
 	DeviceID   string  `json:"device_id"`
 	Timestamp  int64   `json:"timestamp"`
+}
+
+// healthcheck answers as the reference server does, for monitors and its
+// healthcheck script: the listener is up. It needs no account.
+func healthcheck(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]string{"state": "OK"})
+	return nil
 }

@@ -67,6 +67,10 @@ type Library interface {
 // ErrUserExists is wrapped by Library.CreateUser's error for a taken name.
 var ErrUserExists = errors.New("kosync user exists")
 
+// ErrNoUser is wrapped by the error of a change to an account that does not
+// exist (or was removed).
+var ErrNoUser = errors.New("no such kosync user")
+
 // Config is what New needs.
 type Config struct {
 	Library Library
@@ -130,6 +134,7 @@ func New(cfg Config) (http.Handler, error) {
 		{"GET", "/users/auth", h.authUser},
 		{"PUT", "/syncs/progress", h.putProgress},
 		{"GET", "/syncs/progress/{document}", h.getProgress},
+		{"GET", "/healthcheck", healthcheck},
 	}
 	mux := http.NewServeMux()
 	for _, rt := range routes {

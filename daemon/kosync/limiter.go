@@ -10,7 +10,8 @@ import (
 // remote address) may cause: the first free guesses go through at once, the
 // last of them locks the key for base, and each one after a lock locks it
 // for twice as long as the one before (up to maxLock). A key quiet for forgetAfter past its lock
-// starts afresh, and a successful sign-in forgives its account.
+// starts afresh, and a successful sign-in forgives its account and is
+// refunded to its address.
 //
 // A guess is charged before it is verified, not after it fails: a burst of
 // concurrent guesses cannot all pass the check before the first failure is
@@ -105,6 +106,26 @@ func (g *guessLimiter) forgive(key string) {
 	if el, ok := g.keys[key]; ok {
 		g.ll.Remove(el)
 		delete(g.keys, key)
+	}
+}
+
+// refund takes back one guess charged to key, after it turned out not to
+// be one (a sign-in that succeeded), and lifts the lock if that brings key
+// back under its free guesses. An address from which a household's
+// devices sign in is then not locked by their successes.
+func (g *guessLimiter) refund(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	el, ok := g.keys[key]
+	if !ok {
+		return
+	}
+	s := el.Value.(*guessState)
+	if s.n > 0 {
+		s.n--
+	}
+	if s.n < g.free {
+		s.locked = time.Time{}
 	}
 }
 

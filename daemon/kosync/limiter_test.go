@@ -108,6 +108,31 @@ func TestGuessLimiter(t *testing.T) {
 		t.Errorf("after forgive: wait %v", got)
 	}
 
+	// A refund takes back one guess: the last free one charged and
+	// refunded leaves the key unlocked; refunds never go below nothing.
+	g.forgive("c")
+	for range testLimits.free {
+		charge(now, "c")
+	}
+	if charge(now, "c") == 0 {
+		t.Fatal("c not locked after its free guesses")
+	}
+	g.refund("c")
+	if got := charge(now, "c"); got != 0 {
+		t.Errorf("after a refund: wait %v", got)
+	}
+	for range 10 {
+		g.refund("d")
+	}
+	for range testLimits.free {
+		if got := charge(now, "d"); got != 0 {
+			t.Fatalf("refunds of an unknown key blamed it: wait %v", got)
+		}
+	}
+	if charge(now, "d") == 0 {
+		t.Error("refunds of an unknown key gave it credit")
+	}
+
 	// Memory is bounded: the keys charged longest ago go.
 	for i := range 100 {
 		charge(now, fmt.Sprint("flood", i))

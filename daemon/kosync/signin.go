@@ -122,6 +122,7 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 		return "", errUnauthorized
 	}
 	s.gate.accounts.forgive(user)
+	s.gate.addrs.refund(host)
 	if stale {
 		stored = s.upgrade(ctx, user, stored, key)
 	}

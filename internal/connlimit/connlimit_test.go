@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // serve runs an http.Server on a Listener with lim; its handler reads the
@@ -47,17 +49,6 @@ func (l *Listener) phases() map[phase]int {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 func dial(t *testing.T, l *Listener, from string, send string) net.Conn {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
@@ -92,7 +83,7 @@ func TestEvictionOrder(t *testing.T) {
 	idle := dial(t, l, "127.0.0.1", fullRequest)
 	fresh := dial(t, l, "127.0.0.1", partialHeader)
 	body := dial(t, l, "127.0.0.1", partialBody)
-	waitFor(t, "one connection in each phase", func() bool {
+	poll.Until(t, "one connection in each phase", 10*time.Second, func() bool {
 		p := l.phases()
 		return p[phaseIdle] == 1 && p[phaseFresh] == 1 && p[phaseBody] == 1
 	})
@@ -102,7 +93,7 @@ func TestEvictionOrder(t *testing.T) {
 		if !closed(victim) {
 			t.Fatalf("new connection %d: the connection expected to make room is open", i+1)
 		}
-		waitFor(t, "the new connection's handler to run", func() bool {
+		poll.Until(t, "the new connection's handler to run", 10*time.Second, func() bool {
 			p := l.phases()
 			return p[phaseIdle]+p[phaseFresh]+p[phaseBody] == 2-i
 		})
@@ -121,7 +112,7 @@ func TestPerAddressCap(t *testing.T) {
 	for range 4 {
 		mine = append(mine, dial(t, l, "127.0.0.1", partialHeader))
 	}
-	waitFor(t, "two evictions", func() bool { return l.Stats().Evicted == 2 })
+	poll.Until(t, "two evictions", 10*time.Second, func() bool { return l.Stats().Evicted == 2 })
 	if closed(other) {
 		t.Fatal("another address's connection was closed")
 	}
@@ -138,7 +129,7 @@ func TestPerAddressCap(t *testing.T) {
 func TestBusyConnectionsAreNotEvicted(t *testing.T) {
 	l := serve(t, Limits{Max: 2})
 	busy := []net.Conn{dial(t, l, "127.0.0.1", blocking), dial(t, l, "127.0.0.1", blocking)}
-	waitFor(t, "two busy connections", func() bool {
+	poll.Until(t, "two busy connections", 10*time.Second, func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return l.open == 2 && l.lists[phaseIdle].head == nil && l.lists[phaseFresh].head == nil

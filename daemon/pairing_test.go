@@ -1,0 +1,185 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/pair"
+)
+
+// startPairable starts a daemon whose pairing rendezvous listens on
+// loopback: the joiner is given its address, as --pair-addr does.
+func startPairable(t *testing.T, name string, mod func(*Config)) *testDaemon {
+	return startDaemon(t, func(c *Config) {
+		c.Name, c.PairListen = name, "127.0.0.1:0"
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+func wantAPIError(t *testing.T, err error, code string) {
+	t.Helper()
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Code != code {
+		t.Fatalf("error %v, want %s", err, code)
+	}
+}
+
+// otherCode returns code with its second word changed: same channel, wrong
+// words.
+func otherCode(t *testing.T, s string) string {
+	t.Helper()
+	c, err := pair.ParseCode(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Words[1] = map[bool]string{true: "absurd", false: "aardvark"}[c.Words[1] == "aardvark"]
+	return c.String()
+}
+
+func TestPairByShortCode(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "phone", nil)
+	ctx := ctxT(t)
+	mustDo(b.client.SetPosition(ctx, keyB, 42, 0.01, "B's own book"))(t)
+
+	p := mustDo(a.client.Pair(ctx))(t)
+	if _, err := pair.ParseCode(p.Code); err != nil || p.State != api.PairingOpen || len(p.Addresses) != 1 {
+		t.Fatalf("pairing %+v: %v", p, err)
+	}
+	joined := mustDo(b.client.JoinAt(ctx, p.Code, p.Addresses[0]))(t)
+	aStatus := mustDo(a.client.Status(ctx))(t)
+	if joined.Library.ID != aStatus.Library.ID {
+		t.Fatalf("joined library %s, want A's %s", joined.Library.ID, aStatus.Library.ID)
+	}
+	got := mustDo(a.client.Pairing(ctx, p.ID, true))(t)
+	if got.State != api.PairingPaired || got.DeviceName != "phone" || got.Device != b.Device().String() {
+		t.Fatalf("inviter's pairing %+v, want paired with phone", got)
+	}
+	// The joiner is in the library: its own book reaches the inviter.
+	waitBook(t, a.client, keyB, "A to receive B's own book", func(bk api.Book) bool { return bk.Position != nil && bk.Position.Char == 42 })
+	// The code is spent: the port is closed.
+	_, err := b.client.JoinAt(ctx, p.Code, p.Addresses[0])
+	wantAPIError(t, err, api.CodeNoInviter)
+}
+
+func TestPairWrongCode(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "phone", nil)
+	ctx := ctxT(t)
+	before := mustDo(b.client.Status(ctx))(t).Library.ID
+
+	p := mustDo(a.client.Pair(ctx))(t)
+	_, err := b.client.JoinAt(ctx, otherCode(t, p.Code), p.Addresses[0])
+	wantAPIError(t, err, api.CodeWrongCode)
+	if got := mustDo(a.client.Pairing(ctx, p.ID, true))(t); got.State != api.PairingWrongCode {
+		t.Fatalf("inviter's pairing %+v, want wrong_code", got)
+	}
+	// One guess per code: the right code is refused now.
+	_, err = b.client.JoinAt(ctx, p.Code, p.Addresses[0])
+	wantAPIError(t, err, api.CodeNoInviter)
+	if after := mustDo(b.client.Status(ctx))(t).Library.ID; after != before {
+		t.Fatalf("the joiner's library changed from %s to %s", before, after)
+	}
+}
+
+func TestPairExpires(t *testing.T) {
+	a := startPairable(t, "laptop", func(c *Config) { c.pairValidity = 200 * time.Millisecond })
+	b := startPairable(t, "phone", nil)
+	ctx := ctxT(t)
+	p := mustDo(a.client.Pair(ctx))(t)
+	if got := mustDo(a.client.Pairing(ctx, p.ID, true))(t); got.State != api.PairingExpired {
+		t.Fatalf("pairing %+v, want expired", got)
+	}
+	_, err := b.client.JoinAt(ctx, p.Code, p.Addresses[0])
+	wantAPIError(t, err, api.CodeNoInviter)
+}
+
+// A stranger sending garbage to the rendezvous learns nothing and does not
+// spend the code: only a PAKE share is a guess.
+func TestPairStrangerGarbage(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "phone", nil)
+	ctx := ctxT(t)
+	p := mustDo(a.client.Pair(ctx))(t)
+	for _, garbage := range []string{"GET / HTTP/1.1\r\n\r\n", "danyue-pair/1\n0123456789abcdef\x01\x07\xff\xff", ""} {
+		c, err := net.Dial("tcp", p.Addresses[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write([]byte(garbage))
+		c.(*net.TCPConn).CloseWrite()
+		c.SetDeadline(time.Now().Add(15 * time.Second))
+		got, _ := io.ReadAll(c)
+		c.Close()
+		if len(got) != 30 { // the inviter's hello: magic and a nonce
+			t.Fatalf("the stranger read %d bytes: %q", len(got), got)
+		}
+	}
+	if got := mustDo(a.client.Pairing(ctx, p.ID, false))(t); got.State != api.PairingOpen {
+		t.Fatalf("after garbage the pairing is %+v, want open", got)
+	}
+	mustDo(b.client.JoinAt(ctx, p.Code, p.Addresses[0]))(t)
+	if got := mustDo(a.client.Pairing(ctx, p.ID, true))(t); got.State != api.PairingPaired {
+		t.Fatalf("pairing %+v, want paired", got)
+	}
+}
+
+// A new invitation replaces the open one; DELETE cancels; both close the
+// port.
+func TestPairReplaceAndCancel(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "phone", nil)
+	ctx := ctxT(t)
+	first := mustDo(a.client.Pair(ctx))(t)
+	second := mustDo(a.client.Pair(ctx))(t)
+	if got := mustDo(a.client.Pairing(ctx, first.ID, true))(t); got.State != api.PairingCancelled || got.Detail == "" {
+		t.Fatalf("replaced pairing %+v, want cancelled", got)
+	}
+	_, err := b.client.JoinAt(ctx, first.Code, first.Addresses[0])
+	wantAPIError(t, err, api.CodeNoInviter)
+	if got := mustDo(a.client.CancelPairing(ctx, second.ID))(t); got.State != api.PairingCancelled {
+		t.Fatalf("cancelled pairing %+v", got)
+	}
+	_, err = a.client.Pairing(ctx, "nope", false)
+	wantAPIError(t, err, api.CodeNotFound)
+}
+
+func TestJoinCodeErrors(t *testing.T) {
+	b := startPairable(t, "phone", nil)
+	ctx := ctxT(t)
+	for _, tc := range []struct{ code, addr, want string }{
+		{"7-aardvark-crossover", "", api.CodeBadInvite},    // words swapped
+		{"7-adroitness-aardvark", "", api.CodeNoInviter},   // no mDNS in tests: --pair-addr needed
+		{"7-adroitness-aardvark", "nope", api.CodeInvalid}, // not host:port
+		{"danyue1-abc", "127.0.0.1:1", api.CodeInvalid},    // pairAddr with a long code
+		{"danyue1-abc", "", api.CodeBadInvite},
+	} {
+		_, err := b.client.JoinAt(ctx, tc.code, tc.addr)
+		wantAPIError(t, err, tc.want)
+	}
+}
+
+// The rendezvous closes with the daemon.
+func TestPairClosesWithDaemon(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	p := mustDo(a.client.Pair(a.ctx(t)))(t)
+	a.Close()
+	poll.Until(t, "the rendezvous port to close", 10*time.Second, func() bool {
+		c, err := net.Dial("tcp", p.Addresses[0])
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
+func (d *testDaemon) ctx(t *testing.T) context.Context { return ctxT(t) }

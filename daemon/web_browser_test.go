@@ -1,0 +1,317 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/danyue/danyue/internal/poll"
+)
+
+// chromium finds a Chromium to drive. Without one the browser test skips,
+// except in CI (CI set), where it must run.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium binary on PATH, and CI is set: the browser test must run (.ci/run installs chromium)")
+	}
+	t.Skip("no chromium binary on PATH; install Debian's chromium to run the browser test")
+	return ""
+}
+
+// artifacts is where the test keeps its screenshots: DANYUE_ARTIFACTS if
+// set (CI keeps them), else a temporary directory.
+func artifacts(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("DANYUE_ARTIFACTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	dir = filepath.Join(dir, "web")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Issue 16: the status page in a real browser. Two daemons in one library;
+// the page of the first (书房, with --http) logs in through the one-time
+// link, shows both devices and the book, follows writes made elsewhere
+// without a reload, and brings a deleted book back on every device.
+func TestWebPageInBrowser(t *testing.T) {
+	exe := chromium(t)
+	shots := artifacts(t)
+	a := startDaemon(t, withKosync(func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0" }))
+	b := startDaemon(t, func(c *Config) { c.Name = "phone" })
+	ctx := ctxT(t)
+	joinLibrary(t, a, b)
+
+	const title = "三体 · The Three-Body Problem"
+	mustDo(b.client.SetPosition(ctx, keyA, 1200, 0.12, title))(t)
+	mustDo(a.client.AddReadTime(ctx, keyA, 25*60*1000, ""))(t)
+	mustDo(a.client.SetPosition(ctx, keyB, 10, 0.01, "Walden"))(t)
+	poll.Until(t, "the book to reach the page's daemon", 10*time.Second, func() bool {
+		bk, err := a.client.Book(ctx, keyA)
+		return err == nil && bk.Title == title
+	})
+	// A Kobo reads the same book through A's kosync listener; the phone
+	// keyed the file, which links KOReader's document to the book.
+	mustDo(a.client.KosyncAddUser(ctx, "alice", aliceKey))(t)
+	pushProgress(t, a, "alice", aliceKey, kobo, "/body/DocFragment[3]", 0.33)
+	if err := b.client.KosyncLink(ctx, kobo, keyA, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	base := "http://" + a.HTTPAddr()
+	login := mustDo(a.client.WebLogin(ctx))(t)
+	if !strings.HasPrefix(login.URL, base+"/login?token=") {
+		t.Fatalf("login URL %q is not on the listener %s", login.URL, base)
+	}
+
+	// Without the session nothing is served.
+	for _, path := range []string{"/", "/fragment", "/events", "/static/style.css"} {
+		if code, body := get(t, base+path, nil); code != http.StatusUnauthorized || strings.Contains(body, "三体") {
+			t.Fatalf("GET %s without a session: %d %q", path, code, body)
+		}
+	}
+
+	bctx, cancel := browser(t, exe)
+	defer cancel()
+	shot := func(name string) {
+		t.Helper()
+		png := value(t, bctx, chromedp.FullScreenshot(100))
+		path := filepath.Join(shots, name)
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot %s (%d bytes)", path, len(png))
+	}
+	// text is what the page shows in sel; "" while the page is loading.
+	text := func(sel string) string {
+		s, _ := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)))
+		return s
+	}
+	waitText := func(what, sel, want string) {
+		t.Helper()
+		poll.Until(t, what, 15*time.Second, func() bool { return strings.Contains(text(sel), want) })
+	}
+
+	run(t, bctx, chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+	loc := value(t, bctx, chromedp.Location())
+	if loc != base+"/" {
+		t.Fatalf("after login the browser is at %q, want %s/", loc, base)
+	}
+	// The one-time link works once.
+	if code, _ := get(t, login.URL, nil); code != http.StatusForbidden {
+		t.Fatalf("the login link worked twice: %d", code)
+	}
+	cookie := sessionCookie(t, bctx)
+
+	book := `#shelf li[data-key="` + keyA + `"]`
+	waitText("both devices", "#devices", "phone")
+	if devs := text("#devices"); !strings.Contains(devs, "书房") || !strings.Contains(devs, "this device") || !strings.Contains(devs, "connected") {
+		t.Fatalf("devices section: %q", devs)
+	}
+	if got := text(book); !strings.Contains(got, title) || !strings.Contains(got, "12.0%") || !strings.Contains(got, "read 25 min") {
+		t.Fatalf("the book on the shelf: %q", got)
+	}
+	waitText("KOReader's progress under the book's title", book, "KOReader 33.0% · alice on")
+	waitText("the live stream to open", "#live-state", "live")
+	shot("1-shelf.png")
+
+	// Live: a position written on the phone, then one written through this
+	// daemon's own API, each appear without a reload.
+	run(t, bctx, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
+	mustDo(b.client.SetPosition(ctx, keyA, 50000, 0.5, ""))(t)
+	waitText("the phone's position on the page", book, "50.0%")
+	mustDo(a.client.SetPosition(ctx, keyA, 61000, 0.61, ""))(t)
+	waitText("this device's position on the page", book, "61.0%")
+	if !value(t, bctx, chromedp.Evaluate[bool](`window.notReloaded === true`)) {
+		t.Fatal("the page was reloaded; it should have updated in place")
+	}
+	shot("2-live-update.png")
+
+	// Deleted on the phone: the page says who, and brings it back.
+	mustDo(b.client.Delete(ctx, keyA))(t)
+	gone := `#deleted li[data-key="` + keyA + `"]`
+	waitText("the deleted book", gone, "deleted by phone")
+	if got := text(gone); !strings.Contains(got, "KOReader 33.0%") {
+		t.Fatalf("the deleted book lost its KOReader progress: %q", got)
+	}
+	if text(book) != "" {
+		t.Fatal("the deleted book is still on the shelf")
+	}
+	shot("3-deleted.png")
+	load(t, bctx, chromedp.Click(chromedp.CSS(gone+` button`), chromedp.NodeVisible))
+	waitText("the restored book on the shelf", book, "61.0%")
+	poll.Until(t, "the phone to have the book back", 10*time.Second, func() bool {
+		bk, err := b.client.Book(ctx, keyA)
+		return err == nil && !bk.Deleted && bk.Position != nil && bk.Position.Char == 61000
+	})
+	shot("4-restored.png")
+
+	// Search is a plain GET form.
+	run(t, bctx, chromedp.SetValue(chromedp.CSS(`input[name=q]`), "walden"))
+	load(t, bctx, chromedp.Submit(chromedp.CSS(`form.search`)))
+	poll.Until(t, "the search result", 10*time.Second, func() bool {
+		return strings.Contains(text("#shelf"), "Walden") && !strings.Contains(text("#shelf"), "三体")
+	})
+
+	// Pairing: the invite is minted only on the button, with its QR code.
+	if strings.Contains(text("#pairing"), "danyue1") {
+		t.Fatal("the invite was shown before it was asked for")
+	}
+	load(t, bctx, chromedp.Click(chromedp.CSS(`#pairing button`), chromedp.NodeVisible))
+	run(t, bctx, chromedp.WaitVisible(chromedp.CSS(`#pairing svg.qr`)))
+	code := value(t, bctx, chromedp.Value(chromedp.CSS(`#pairing textarea`)))
+	if !strings.HasPrefix(code, "danyue") {
+		t.Fatalf("invite code on the page: %q", code)
+	}
+	shot("5-invite.png")
+	run(t, bctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+	shot("6-desktop.png")
+
+	// With the session but from another site, or without the form token,
+	// a POST changes nothing.
+	mustDo(b.client.Delete(ctx, keyB))(t)
+	poll.Until(t, "the page's daemon to have the delete", 10*time.Second, func() bool {
+		bk, err := a.client.Book(ctx, keyB)
+		return err == nil && bk.Deleted
+	})
+	for name, hdr := range map[string]http.Header{
+		"other origin":  {"Origin": {"http://evil.test"}},
+		"no form token": {"Origin": {base}},
+	} {
+		form := url.Values{"key": {keyB}}
+		if name == "other origin" {
+			form.Set("csrf", "whatever")
+		}
+		code, _ := post(t, base+"/restore", cookie, hdr, form)
+		if code != http.StatusForbidden {
+			t.Errorf("%s: POST /restore answered %d, want 403", name, code)
+		}
+	}
+	if bk := mustDo(a.client.Book(ctx, keyB))(t); !bk.Deleted {
+		t.Fatal("a refused POST restored the book")
+	}
+	// The API still refuses browsers, session or not.
+	if code, _ := get(t, base+"/v1/status", http.Header{"Authorization": {"Bearer " + a.APIToken()}, "Origin": {base}, "Cookie": {cookie.String()}}); code != http.StatusForbidden {
+		t.Fatalf("the API answered a request with Origin: %d", code)
+	}
+}
+
+// browser starts a headless Chromium with a phone-sized window.
+func browser(t *testing.T, exe string) (context.Context, context.CancelFunc) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(412, 915),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	tctx, cancelT := context.WithTimeout(bctx, 2*time.Minute)
+	return tctx, func() { cancelT(); cancelCtx(); cancelAlloc() }
+}
+
+func run(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// load runs an action that makes the page navigate and waits for the new
+// page's load event.
+func load(t *testing.T, ctx context.Context, a chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	value(t, ctx, chromedp.WaitEvent(page.LoadEventFired, nil, a))
+}
+
+// sessionCookie returns the page's session cookie from the browser, and
+// checks how it was set.
+func sessionCookie(t *testing.T, ctx context.Context) *http.Cookie {
+	t.Helper()
+	got, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range got.Cookies {
+		if c.Name == "danyue_session" {
+			if !c.HTTPOnly || c.SameSite != network.CookieSameSiteStrict || c.Path != "/" || len(c.Value) != 64 {
+				t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, Path=/, 256 bits", c)
+			}
+			return &http.Cookie{Name: c.Name, Value: c.Value}
+		}
+	}
+	t.Fatalf("no session cookie in the browser: %+v", got.Cookies)
+	return nil
+}
+
+func get(t *testing.T, u string, h http.Header) (int, string) {
+	t.Helper()
+	return do(t, "GET", u, h, "")
+}
+
+func post(t *testing.T, u string, c *http.Cookie, h http.Header, form url.Values) (int, string) {
+	t.Helper()
+	h = h.Clone()
+	h.Set("Cookie", c.String())
+	h.Set("Content-Type", "application/x-www-form-urlencoded")
+	return do(t, "POST", u, h, form.Encode())
+}
+
+func do(t *testing.T, method, u string, h http.Header, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	// Redirects are answers here, not something to follow.
+	c := http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil || sb.Len() > 1<<20 {
+			break
+		}
+	}
+	return resp.StatusCode, sb.String()
+}

@@ -1,0 +1,116 @@
+package peer
+
+import (
+	"context"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/transport"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcpreuse"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// Noticing a lost peer. A member that vanishes without closing (its Wi-Fi
+// dropped, its lid shut, the switch between us died) must show as
+// disconnected within 20 s, so that its keeper redials and `peers` tells
+// the truth. Every wakeup of the process counts on an idle phone, so the
+// watching is left to the kernel: TCP keepalive probes are sent and
+// answered by the two kernels, and wake neither daemon while the peer is
+// there. When the probes go unanswered the kernel ends the connection, its
+// reads fail, and libp2p reports the peer gone. A heartbeat in the sync
+// protocol, or yamux keepalives at this rate, would wake both daemons for
+// every beat of every connection.
+//
+// libp2p's TCP transport enables keepalive on every connection with a 30 s
+// period and offers no option to change it, so keepaliveUpgrader sits
+// between the transport and its upgrader, where each raw connection (dialled
+// or accepted) passes once, and sets the schedule below.
+var tcpKeepAlive = net.KeepAliveConfig{
+	Enable: true,
+	// Idle is how long a connection is quiet before the first probe; a
+	// probe is one small packet each way, handled by the kernels.
+	Idle: 5 * time.Second,
+	// Interval and Count: the connection ends after Count probes in a row
+	// go unanswered, Idle + Count·Interval = 14 s after the peer was last
+	// heard from.
+	Interval: 3 * time.Second,
+	Count:    3,
+}
+
+// unackedTimeout ends a connection whose sent data stays unacknowledged
+// this long: the same bound as the keepalive probes', short of
+// lostPeerBound because what is in flight may have been sent a few seconds
+// after the peer was last heard from.
+const unackedTimeout = 14 * time.Second
+
+// lostPeerBound is how long after a peer was last heard from, at most, its
+// connection ends when it has vanished without closing it.
+const lostPeerBound = 20 * time.Second
+
+// newTCPTransport is libp2p's TCP transport with keepaliveUpgrader in front
+// of its upgrader, dialling from ephemeral ports. libp2p provides the
+// arguments.
+//
+// By default libp2p dials from its listen port (SO_REUSEPORT, for NAT hole
+// punching, which a LAN daemon does not do). Two devices on fixed ports then
+// dial each other over one and the same address pair: when both dial at once
+// (a device back from a restart, its peer redialling it) TCP's simultaneous
+// open makes one connection that both sides think they initiated, and the
+// security handshake fails ("noise: message is too short"); when one side
+// still holds a dead connection of that pair (its peer lost power), the new
+// dial collides with it. Either cost a redial a second later.
+func newTCPTransport(up transport.Upgrader, rcmgr network.ResourceManager, shared *tcpreuse.ConnMgr) (*tcp.TcpTransport, error) {
+	return tcp.NewTCPTransport(keepaliveUpgrader{up}, rcmgr, shared, tcp.WithConnectionTimeout(dialTimeout), tcp.DisableReuseport())
+}
+
+// keepaliveUpgrader sets tcpKeepAlive on each raw connection before
+// libp2p's upgrader sees it: dialled ones in Upgrade, accepted ones through
+// the listener it wraps. The transport has set its own keepalive by then.
+type keepaliveUpgrader struct {
+	transport.Upgrader
+}
+
+func (u keepaliveUpgrader) Upgrade(ctx context.Context, t transport.Transport, c manet.Conn, dir network.Direction, p lpeer.ID, scope network.ConnManagementScope) (transport.CapableConn, error) {
+	setKeepAlive(c)
+	return u.Upgrader.Upgrade(ctx, t, c, dir, p, scope)
+}
+
+func (u keepaliveUpgrader) UpgradeGatedMaListener(t transport.Transport, l transport.GatedMaListener) transport.Listener {
+	return u.Upgrader.UpgradeGatedMaListener(t, keepaliveListener{l})
+}
+
+type keepaliveListener struct {
+	transport.GatedMaListener
+}
+
+func (l keepaliveListener) Accept() (manet.Conn, network.ConnManagementScope, error) {
+	c, scope, err := l.GatedMaListener.Accept()
+	if err == nil {
+		setKeepAlive(c)
+	}
+	return c, scope, err
+}
+
+// setKeepAlive applies tcpKeepAlive to c if it is a TCP connection (manet
+// exposes the *net.TCPConn's methods), and bounds how long data sent on it
+// may stay unacknowledged to the same time: the kernel sends keepalive
+// probes only while nothing is in flight, so a connection lost just after a
+// write (an ack, a push) would otherwise retransmit for many minutes. A
+// connection that refuses keeps libp2p's 30 s schedule and yamux's
+// keepalives: slower, not broken.
+func setKeepAlive(c manet.Conn) {
+	if kc, ok := c.(interface {
+		SetKeepAliveConfig(net.KeepAliveConfig) error
+	}); ok {
+		_ = kc.SetKeepAliveConfig(tcpKeepAlive)
+	}
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			_ = setUnackedTimeout(raw, unackedTimeout)
+		}
+	}
+}
