@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // slowStore is a memStore whose ApplyRemote waits for open to be closed and
@@ -55,12 +56,12 @@ func TestSenderWaitsForSlowPuller(t *testing.T) {
 	b.start(t, lib, a.node.Addrs(), func(c *Config) { c.Store = slow })
 
 	// B holds its first batch: A fills its window and waits.
-	waitFor(t, 10*time.Second, "A to wait for B's acks", func() bool { return a.node.Stats().SendWaits > 0 })
+	poll.Until(t, "A to wait for B's acks", 10*time.Second, func() bool { return a.node.Stats().SendWaits > 0 })
 	if sent := a.node.Stats().RecordsSent; sent > bound {
 		t.Errorf("A sent %d records before B applied any, want at most %d", sent, bound)
 	}
 	close(slow.open)
-	waitFor(t, 20*time.Second, "B to have all of A", func() bool { return mergedAll(b.node, a) })
+	poll.Until(t, "B to have all of A", 20*time.Second, func() bool { return mergedAll(b.node, a) })
 	if !converged(a.store, b.store) {
 		t.Fatalf("not converged: %s", diffStores(a.store, b.store))
 	}
