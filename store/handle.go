@@ -164,7 +164,7 @@ func (s *Store) compact(db *badger.DB) {
 
 // pageOutEvery is how often a busy store pages out its tables: while a
 // compaction runs, and after group commits.
-const pageOutEvery = 25 * time.Millisecond
+const pageOutEvery = 100 * time.Millisecond
 
 // pagingOut is the value of Store.pagedOut while a pass runs.
 const pagingOut = -1
