@@ -162,16 +162,19 @@ func (s *Store) compact(db *badger.DB) {
 	}
 }
 
-// pageOutEvery is how often a busy store pages out its tables: while a
-// compaction runs, and after group commits.
+// pageOutEvery is how often a running compaction pages out the tables.
+// Only compactions do: paging out also drops the pages from the kernel's
+// cache, so a store that pages out after every write would read its
+// tables from disk again for every API read; compactions run only under
+// bulk writes (a flood, a first sync), and they are what maps in most.
 const pageOutEvery = 100 * time.Millisecond
 
 // pagingOut is the value of Store.pagedOut while a pass runs.
 const pagingOut = -1
 
-// maybePageOut starts paging out the tables on a goroutine of its own, off
-// the writer's and the syncer's way, unless a pass runs or ended less than
-// pageOutEvery ago.
+// maybePageOut starts paging out the tables on a goroutine of its own, so
+// that a slow pass never delays the compaction, unless a pass runs or ended
+// less than pageOutEvery ago.
 func (s *Store) maybePageOut() {
 	now, last := time.Now().UnixNano(), s.pagedOut.Load()
 	if last == pagingOut || now-last < int64(pageOutEvery) || !s.pagedOut.CompareAndSwap(last, pagingOut) {

@@ -146,15 +146,12 @@ func (s *Store) ackLocked() []*group {
 	return done
 }
 
-// finish releases the database references of acknowledged groups, starts
-// a compaction if they grew level 0 and pages out the tables.
+// finish releases the database references of acknowledged groups and
+// starts a compaction if they grew level 0.
 func (s *Store) finish(done []*group) {
 	for _, g := range done {
 		if g.db != nil {
 			s.maybeCompact(g.db)
-			// Reads and memtable flushes map tables in too, between
-			// compactions.
-			s.maybePageOut()
 			s.release()
 		}
 	}
