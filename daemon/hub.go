@@ -40,6 +40,15 @@ func (h *hub) unsubscribe(s *subscription) {
 	h.mu.Unlock()
 }
 
+// active reports whether any client is subscribed: events nobody would
+// read are not worth rendering, a batch of hundreds at a time under a flood
+// of records from a peer.
+func (h *hub) active() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs) > 0
+}
+
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

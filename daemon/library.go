@@ -185,6 +185,8 @@ func bookID(key crdt.BookKey) []byte {
 // app that made a local change already knows.
 func (d *Daemon) changed(changes []store.Change, remote bool) {
 	var events []Event
+	// A client that subscribes meanwhile did so after these changes.
+	publish := remote && d.hub.active()
 	d.mu.Lock()
 	for i := range changes {
 		c := &changes[i]
@@ -196,7 +198,7 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 			was, is := existed && c.Prev.Book.Visible(), c.Entry.Book.Visible()
 			d.count(existed, was, -1)
 			d.count(true, is, +1)
-			if !remote {
+			if !publish {
 				continue
 			}
 			switch {

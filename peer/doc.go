@@ -69,6 +69,13 @@
 // for). An ack that names another epoch, goes back, or passes what the
 // stream sent ends the stream.
 //
+// Back-pressure: the puller reads a batch only after it has applied the one
+// before, and on a version 2 stream the sender keeps at most 4 batches
+// unacknowledged, reading the next from its store only when an ack makes
+// room; so a puller slower than its sender (a phone under a flood of
+// records, or relaying one) holds a few batches, not a queue. What a sender
+// that ignores this can push is bounded by yamux's 1 MiB stream window.
+//
 // A merge that changes local state is a local change with a new sequence
 // number, so changes relay through intermediate devices (A-B-C converges
 // without A meeting C); a merge that changes nothing gets no number, so

@@ -15,6 +15,10 @@ type Stats struct {
 	// EchoesSkipped counts records not sent back to the device they came
 	// from (see echo.go).
 	EchoesSkipped uint64
+	// SendWaits counts the times a send stream had maxUnacked batches in
+	// flight and waited for the puller to acknowledge one before reading
+	// more from the store: the back-pressure of a slow puller.
+	SendWaits uint64
 	// DialAttempts counts outgoing dials this node started (static peers,
 	// remembered peers, mDNS discoveries), successful or not.
 	DialAttempts uint64
@@ -25,6 +29,7 @@ type stats struct {
 	framesSent, framesReceived   atomic.Uint64
 	recordsSent, recordsReceived atomic.Uint64
 	echoesSkipped                atomic.Uint64
+	sendWaits                    atomic.Uint64
 	dialAttempts                 atomic.Uint64
 }
 
@@ -37,6 +42,7 @@ func (s *stats) snapshot() Stats {
 		RecordsSent:     s.recordsSent.Load(),
 		RecordsReceived: s.recordsReceived.Load(),
 		EchoesSkipped:   s.echoesSkipped.Load(),
+		SendWaits:       s.sendWaits.Load(),
 		DialAttempts:    s.dialAttempts.Load(),
 	}
 }

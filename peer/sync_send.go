@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,9 +144,7 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 	st.theyPull, st.acked = true, cursor
 	n.progressedLocked()
 	n.mu.Unlock()
-	acks := &streamAcks{epoch: epoch, enabled: version >= 2}
-	acks.sent.Store(cursor)
-	acks.acked = cursor
+	acks := newStreamAcks(epoch, version >= 2, cursor)
 	// The puller sends nothing more but acks, an Error frame or the end of
 	// the stream; the last two end this side too.
 	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks) }) {
@@ -195,12 +194,78 @@ func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *f
 	}
 }
 
+// maxUnacked bounds the batches a send stream has in flight: sent and not
+// yet acknowledged as applied. The puller reads a batch only after it has
+// applied the one before, so what a fast sender would otherwise queue for a
+// slow puller sits in transport buffers; with this window the sender reads
+// the next batch from its store only when the puller has caught up to
+// within a few batches, and no more than maxUnacked batches are ever
+// between the two stores. (A version 1 puller sends no acks; its stream is
+// bounded by the transport's window only.)
+const maxUnacked = 4
+
 // streamAcks is what one send stream has sent and had acknowledged.
 type streamAcks struct {
 	epoch   uint64 // of our store
 	enabled bool   // the stream's version has acks
 	sent    atomic.Uint64
 	acked   uint64 // only watchPuller touches it
+
+	mu      sync.Mutex
+	unacked []uint64      // seqs of the batches in flight, in order
+	room    chan struct{} // signalled when an ack makes room
+}
+
+func newStreamAcks(epoch uint64, enabled bool, cursor uint64) *streamAcks {
+	sa := &streamAcks{epoch: epoch, enabled: enabled, acked: cursor, room: make(chan struct{}, 1)}
+	sa.sent.Store(cursor)
+	return sa
+}
+
+// waitRoom returns once fewer than maxUnacked batches are in flight.
+func (sa *streamAcks) waitRoom(ctx context.Context, waited func()) error {
+	for first := true; ; first = false {
+		sa.mu.Lock()
+		full := sa.enabled && len(sa.unacked) >= maxUnacked
+		sa.mu.Unlock()
+		if !full {
+			return nil
+		}
+		if first {
+			waited()
+		}
+		select {
+		case <-sa.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// sentBatch records a batch up to seq as sent.
+func (sa *streamAcks) sentBatch(seq uint64) {
+	sa.sent.Store(seq)
+	if !sa.enabled {
+		return
+	}
+	sa.mu.Lock()
+	sa.unacked = append(sa.unacked, seq)
+	sa.mu.Unlock()
+}
+
+// ackedUpTo retires the batches an ack of seq covers.
+func (sa *streamAcks) ackedUpTo(seq uint64) {
+	sa.mu.Lock()
+	i := 0
+	for i < len(sa.unacked) && sa.unacked[i] <= seq {
+		i++
+	}
+	sa.unacked = append(sa.unacked[:0], sa.unacked[i:]...)
+	sa.mu.Unlock()
+	select {
+	case sa.room <- struct{}{}:
+	default:
+	}
 }
 
 // acked records that the puller st has merged our changes up to a.Seq. An
@@ -217,6 +282,7 @@ func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
 		return protoErrorf("ack of %d outside [%d, %d]", a.Seq, sa.acked, sent)
 	}
 	sa.acked = a.Seq
+	sa.ackedUpTo(a.Seq)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st.acked = max(st.acked, a.Seq)
@@ -242,6 +308,11 @@ type sender struct {
 // cursor.
 func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, error) {
 	for {
+		// Wait before reading the store, so that nothing is read ahead of
+		// what the puller can take either.
+		if err := snd.acks.waitRoom(ctx, func() { snd.n.stats.sendWaits.Add(1) }); err != nil {
+			return cursor, err
+		}
 		var (
 			records [][]byte
 			arena   []byte
@@ -300,7 +371,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			snd.n.stats.recordsSent.Add(uint64(len(records)))
 			snd.n.stats.echoesSkipped.Add(skipped)
 			cursor = seq
-			snd.acks.sent.Store(seq)
+			snd.acks.sentBatch(seq)
 			snd.n.mu.Lock()
 			snd.st.recordsOut += uint64(len(records))
 			snd.n.mu.Unlock()

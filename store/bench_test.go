@@ -122,6 +122,27 @@ func benchApply(b *testing.B, writers int) {
 	b.ReportMetric(float64(s.synced.Load())/float64(s.syncs.Load()), "writes/sync")
 }
 
+// BenchmarkApplyFlood measures records merged per second from a peer that
+// sends new books in batches of 512, as the sync protocol does, while the
+// store grows, its compactions included: with -benchtime=300000x the store
+// grows well past its memtables, as under a flooding member.
+func BenchmarkApplyFlood(b *testing.B) {
+	s := open(b, b.TempDir(), Options{Logger: testLogger(b)})
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 512 {
+		n := min(b.N, i+512)
+		entries := make([]crdt.Entry, 0, n-i)
+		for j := i; j < n; j++ {
+			entries = append(entries, book(b, j, 1_700_000_000_000))
+		}
+		c := &Cursor{Device: dev + 2, Epoch: 1, Seq: uint64(n)}
+		if _, err := s.Apply(context.Background(), Batch{Entries: entries, Cursor: c}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
 func BenchmarkApply1(b *testing.B)  { benchApply(b, 1) }
 func BenchmarkApply16(b *testing.B) { benchApply(b, 16) }
 

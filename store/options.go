@@ -64,8 +64,13 @@ const (
 //   - no compression, no block or index cache: blocks are read straight from
 //     the memory-mapped tables, which the page cache already caches, and each
 //     ristretto cache would add a goroutine waking every 2.5 s.
+//   - 1 MB tables on every level (TableSizeMultiplier 1): a compaction
+//     builds up to a dozen tables at once, each in a buffer of twice the
+//     table size, so badger's growing sizes (8 MB tables on the last level
+//     of a store of a million records) put 100 MB in builders alone.
 //   - no compactor goroutines (each would wake every 50 ms forever): the
-//     store compacts itself when level 0 grows (see maintain).
+//     store compacts itself when level 0 grows (see maintain), and pages
+//     out the tables it maps as it goes (handle.go).
 //   - no conflict detection: one goroutine writes.
 //   - no metrics.
 //   - block checksums verified on every read (OnBlockRead), so a damaged
@@ -80,7 +85,7 @@ const (
 	memTableSize     = 4 << 20
 	valueThreshold   = 128 << 10
 	valueLogFileSize = 1 << 20
-	baseTableSize    = 2 << 20
+	baseTableSize    = 1 << 20
 	levelZeroStall   = 20
 )
 
@@ -117,6 +122,7 @@ func (o Options) badger(dir string) badger.Options {
 	b.ValueThreshold = valueThreshold
 	b.ValueLogFileSize = valueLogFileSize
 	b.BaseTableSize = baseTableSize
+	b.TableSizeMultiplier = 1
 	b.Compression = options.None
 	b.BlockCacheSize = 0
 	b.IndexCacheSize = 0

@@ -41,6 +41,7 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/testnet":      {"testnet"},
 		"testnet/cmd/attack":       nil,
 		"testnet/cmd/kosyncattack": nil,
+		"testnet/cmd/flood":        {"peer", "crdt", "daemon/client", "internal/procstat"},
 		"internal/procstat":        nil,
 		"internal/connlimit":       nil,
 		"internal/testfs":          nil,

@@ -1,0 +1,308 @@
+// Command flood is a library member that offers a daemon N junk books as
+// fast as the sync protocol takes them, and meanwhile measures what that
+// costs the daemon: its RSS (from /proc, given its pid) and the latency of
+// single-book GETs on its unix socket. It is how the bound on a flooding
+// member's cost is measured; it asserts nothing.
+//
+//	danyue daemon --data /tmp/t --no-mdns --listen /ip4/127.0.0.1/tcp/0 &
+//	go run ./testnet/cmd/flood -invite "$(danyue invite --data /tmp/t)" \
+//	    -n 1000000 -socket /tmp/t/api.sock -pid $!
+//
+// The tool joins with the invite code (a fresh identity, so a new device of
+// the library), serves its synthetic store to the daemon's pull, and
+// generates each record when the protocol asks for it: it holds no more
+// than one batch. Each line of output is one second: records sent,
+// records the daemon has stored (its book count, less the count at start),
+// its RSS, and the GETs' p50/p99/max over that second; the last lines sum up
+// the whole flood.
+package main
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/procstat"
+	"github.com/danyue/danyue/peer"
+)
+
+func main() {
+	invite := flag.String("invite", "", "invite code of the target's library (danyue invite)")
+	n := flag.Uint64("n", 1_000_000, "records to offer")
+	socket := flag.String("socket", "", "the target's API socket, to time single-book GETs on (optional)")
+	pid := flag.Int("pid", 0, "the target's pid, to sample its RSS (optional, Linux)")
+	every := flag.Duration("every", 10*time.Millisecond, "interval between GETs")
+	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	verbose := flag.Bool("v", false, "log the peer layer")
+	flag.Parse()
+	if *invite == "" || *n == 0 {
+		fmt.Fprintln(os.Stderr, "flood: -invite is required and -n must be positive")
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	if err := run(ctx, *invite, *n, *socket, *pid, *every, *verbose); err != nil {
+		fmt.Fprintln(os.Stderr, "flood:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, code string, n uint64, socket string, pid int, every time.Duration, verbose bool) error {
+	inv, err := peer.DecodeInvite(code)
+	if err != nil {
+		return err
+	}
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	src := newSource(n)
+	var cl *client.Client
+	baseline := 0
+	if socket != "" {
+		cl = client.New(socket)
+		defer cl.Close()
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("target status: %w", err)
+		}
+		baseline = st.Counts.Books
+	}
+	node, err := peer.New(ctx, peer.Config{Identity: key, Library: inv.Library, Name: "flood", Store: src, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	src.self = node.Device()
+	if err := node.Connect(ctx, inv.PeerAddrs()); err != nil {
+		return err
+	}
+	fmt.Printf("flooding %s with %d records (device %s)\n", inv.Peer, n, node.Device())
+
+	m := &meter{}
+	var wg sync.WaitGroup
+	gctx, stopGets := context.WithCancel(ctx)
+	if cl != nil {
+		wg.Go(func() { m.gets(gctx, cl, every) })
+	}
+	defer func() { stopGets(); wg.Wait() }()
+
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var prevSent uint64
+	var peak int64
+	applied := uint64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			fmt.Println("stopped before the target stored everything:", ctx.Err())
+			return m.summary(start, node.Stats().RecordsSent, applied, peak)
+		case <-tick.C:
+		}
+		sent := node.Stats().RecordsSent
+		line := fmt.Sprintf("%4.0fs sent %8d (%6d/s)", time.Since(start).Seconds(), sent, sent-prevSent)
+		prevSent = sent
+		if cl != nil {
+			if st, err := cl.Status(ctx); err == nil {
+				applied = uint64(max(st.Counts.Books-baseline, 0))
+				m.setApplied(applied)
+				line += fmt.Sprintf("  stored %8d", applied)
+			} else {
+				line += "  status: " + err.Error()
+			}
+			w := m.window()
+			line += fmt.Sprintf("  GET n=%d p50 %v p99 %v max %v errors %d", len(w.lat), w.pct(50), w.pct(99), w.max(), w.errs)
+		}
+		if pid > 0 {
+			if s, err := procstat.Read(pid); err == nil {
+				peak = max(peak, s.HWMKB)
+				line += fmt.Sprintf("  RSS %.0f MB (peak %.0f MB)", float64(s.RSSKB)/1024, float64(s.HWMKB)/1024)
+			}
+		}
+		fmt.Println(line)
+		if applied >= n || (cl == nil && sent >= n) {
+			return m.summary(start, sent, applied, peak)
+		}
+	}
+}
+
+// source is the flooding member's store: n records generated on demand,
+// each a new book with a position and a title, stamped now.
+type source struct {
+	n     uint64
+	epoch uint64
+	self  crdt.DeviceID
+}
+
+func newSource(n uint64) *source { return &source{n: n, epoch: rand.Uint64() | 1} }
+
+func (s *source) Epoch() uint64 { return s.epoch }
+
+func (s *source) Since(ctx context.Context, after uint64, limit int, fn func(uint64, []byte) error) error {
+	for seq := after + 1; seq <= s.n && seq <= after+uint64(limit); seq++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := s.record(seq)
+		if err != nil {
+			return err
+		}
+		if err := fn(seq, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *source) record(seq uint64) ([]byte, error) {
+	key, err := crdt.ParseBookKey(keyOf(seq))
+	if err != nil {
+		return nil, err
+	}
+	at := crdt.Timestamp{Wall: uint64(time.Now().UnixMilli()), Device: s.self}
+	e, err := crdt.SetPosition(key, at, seq, 0.5)
+	if err != nil {
+		return nil, err
+	}
+	t, err := crdt.SetTitle(key, at, fmt.Sprintf("junk book %d", seq))
+	if err != nil {
+		return nil, err
+	}
+	e.Book.Merge(&t.Book)
+	return e.Encode()
+}
+
+// keyOf is the book key of record seq: the MD5 of its number.
+func keyOf(seq uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	sum := md5.Sum(b[:])
+	return "md5:" + hex.EncodeToString(sum[:])
+}
+
+// Watch says everything is there at once and nothing ever changes.
+func (s *source) Watch() (uint64, <-chan struct{}) { return s.n, nil }
+
+func (s *source) Cursor(context.Context, crdt.DeviceID) (uint64, uint64, error) { return 0, 0, nil }
+
+// ApplyRemote drops what the target sends: the flood only takes.
+func (s *source) ApplyRemote(context.Context, crdt.DeviceID, uint64, uint64, []crdt.Entry) error {
+	return nil
+}
+
+// meter times GETs of books the target has stored.
+type meter struct {
+	mu      sync.Mutex
+	applied uint64
+	cur     sample // since the last window
+	all     sample
+}
+
+type sample struct {
+	lat  []time.Duration
+	errs int
+}
+
+func (m *meter) setApplied(a uint64) {
+	m.mu.Lock()
+	m.applied = a
+	m.mu.Unlock()
+}
+
+// gets requests one book every interval: a book the target has already
+// stored, else (before the first is stored) one that does not exist.
+func (m *meter) gets(ctx context.Context, cl *client.Client, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		applied := m.applied
+		m.mu.Unlock()
+		key := keyOf(1 + rand.Uint64N(max(applied, 1)))
+		start := time.Now()
+		_, err := cl.Book(ctx, key)
+		d := time.Since(start)
+		if ctx.Err() != nil {
+			return
+		}
+		var apiErr *client.APIError
+		failed := err != nil && !(applied == 0 && errors.As(err, &apiErr) && apiErr.Status == 404)
+		m.mu.Lock()
+		for _, s := range []*sample{&m.cur, &m.all} {
+			s.lat = append(s.lat, d)
+			if failed {
+				s.errs++
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// window returns the GETs since the last call and starts a new window.
+func (m *meter) window() sample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.cur
+	m.cur = sample{}
+	return w
+}
+
+func (s sample) pct(p int) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	l := slices.Clone(s.lat)
+	slices.Sort(l)
+	return l[min(len(l)-1, len(l)*p/100)].Round(10 * time.Microsecond)
+}
+
+func (s sample) max() time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	return slices.Max(s.lat).Round(10 * time.Microsecond)
+}
+
+func (m *meter) summary(start time.Time, sent, applied uint64, peakKB int64) error {
+	el := time.Since(start)
+	m.mu.Lock()
+	all := m.all
+	m.mu.Unlock()
+	fmt.Printf("sent %d records in %v (%.0f/s); target stored %d (%.0f/s)\n",
+		sent, el.Round(time.Millisecond), float64(sent)/el.Seconds(), applied, float64(applied)/el.Seconds())
+	if len(all.lat) > 0 {
+		fmt.Printf("single-book GETs: n=%d p50 %v p99 %v max %v errors %d\n", len(all.lat), all.pct(50), all.pct(99), all.max(), all.errs)
+	}
+	if peakKB > 0 {
+		fmt.Printf("target peak RSS %.0f MB\n", float64(peakKB)/1024)
+	}
+	return nil
+}
