@@ -3,7 +3,6 @@ package store
 import (
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -123,29 +122,6 @@ func (s *Store) compact(db *badger.DB) {
 		s.mu.Unlock()
 		s.release()
 	}()
-	// A compaction reads every table it merges and writes the new ones
-	// through memory maps, which would leave the whole tree resident in
-	// this process (hundreds of MB under a flood of records): their pages
-	// are handed back to the kernel as it goes, and once it is done.
-	stop := make(chan struct{})
-	var paging sync.WaitGroup
-	paging.Go(func() {
-		t := time.NewTicker(pageOutEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				s.maybePageOut()
-			}
-		}
-	})
-	defer func() {
-		close(stop)
-		paging.Wait()
-		s.pageOutTables()
-	}()
 	for n := l0Tables(db); n >= s.opt.l0Compact; n = l0Tables(db) {
 		start := time.Now()
 		if err := db.Flatten(1); err != nil {
@@ -159,49 +135,6 @@ func (s *Store) compact(db *badger.DB) {
 		if closing {
 			return
 		}
-	}
-}
-
-// pageOutEvery is how often a running compaction pages out the tables.
-// Only compactions do: paging out also drops the pages from the kernel's
-// cache, so a store that pages out after every write would read its
-// tables from disk again for every API read; compactions run only under
-// bulk writes (a flood, a first sync), and they are what maps in most.
-const pageOutEvery = 100 * time.Millisecond
-
-// pagingOut is the value of Store.pagedOut while a pass runs.
-const pagingOut = -1
-
-// maybePageOut starts paging out the tables on a goroutine of its own, so
-// that a slow pass never delays the compaction, unless a pass runs or ended
-// less than pageOutEvery ago.
-func (s *Store) maybePageOut() {
-	now, last := time.Now().UnixNano(), s.pagedOut.Load()
-	if last == pagingOut || now-last < int64(pageOutEvery) || !s.pagedOut.CompareAndSwap(last, pagingOut) {
-		return
-	}
-	s.mu.Lock()
-	if s.closed || s.db == nil {
-		s.mu.Unlock()
-		s.pagedOut.Store(now)
-		return
-	}
-	s.users++ // the tables stay open while the pass reads their mappings
-	s.maint.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.maint.Done()
-		s.pageOutTables()
-		s.pagedOut.Store(time.Now().UnixNano())
-		s.release()
-	}()
-}
-
-// pageOutTables pages out the tables mapped into the process (see
-// pageOutMapped); the caller holds a reference to the database.
-func (s *Store) pageOutTables() {
-	if err := pageOutMapped(s.dbDir, ".sst"); err != nil {
-		s.log.Debug("could not page out the store's tables", "dir", s.dir, "err", err)
 	}
 }
 

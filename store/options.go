@@ -69,8 +69,7 @@ const (
 //     table size, so badger's growing sizes (8 MB tables on the last level
 //     of a store of a million records) put 100 MB in builders alone.
 //   - no compactor goroutines (each would wake every 50 ms forever): the
-//     store compacts itself when level 0 grows (see maintain), and pages
-//     out the tables it maps as it goes (handle.go).
+//     store compacts itself when level 0 grows (see maintain).
 //   - no conflict detection: one goroutine writes.
 //   - no metrics.
 //   - block checksums verified on every read (OnBlockRead), so a damaged

@@ -58,7 +58,6 @@ type Store struct {
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	compacting bool
 	maint      sync.WaitGroup
-	pagedOut   atomic.Int64 // unix ns of the last pageOutTables (handle.go)
 
 	// The write queue and the writer goroutine (commit.go).
 	qmu        sync.Mutex

@@ -22,8 +22,6 @@ import (
 //     or file (private).
 //   - isDiskFull, isLockErr: which errors mean a full disk or a held lock
 //     (diskFullErrnos, lockErrnos).
-//   - pageOutMapped: hand the pages of the mapped tables back to the kernel
-//     (Linux and Android; elsewhere nothing).
 
 // errLockHeld is what lockFile returns when another open file holds the lock.
 var errLockHeld = errors.New("lock held by another open file")

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -22,12 +21,6 @@ func daemonCommand() command {
 		run:     runDaemon,
 	}
 }
-
-// defaultMemoryLimit is the Go heap the daemon aims to stay within: a few
-// times what it holds live under load (badger's memtables and table
-// builders, one sync batch per peer), so that a phone sees it use tens of
-// MB, not hundreds.
-const defaultMemoryLimit = 64 << 20
 
 // listFlag is a repeatable string flag.
 type listFlag []string
@@ -89,12 +82,6 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 			return &usageError{msg: fmt.Sprintf("DANYUE_CLOCK_OFFSET=%q is not a duration such as 8760h or -30m", v)}
 		}
 		logger.Warn("wall clock shifted by DANYUE_CLOCK_OFFSET (a testing aid)", "offset", offset)
-	}
-	if e.getenv("GOMEMLIMIT") == "" {
-		// A soft limit: the collector runs more often rather than let
-		// garbage double the heap while a peer floods the device with
-		// records. GOMEMLIMIT overrides it.
-		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	cfg := node.config(*data)
 	cfg.Socket, cfg.HTTP, cfg.HTTPAllowRemote = *socket, *httpAddr, *allowRemote
