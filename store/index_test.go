@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -201,9 +202,14 @@ func TestPageWalkUnderWrites(t *testing.T) {
 				var (
 					mu      sync.Mutex
 					touched = map[string]bool{}
+					written atomic.Int64
 					stop    = make(chan struct{})
 					wg      sync.WaitGroup
 				)
+				// Stopped however the walk ends, so that the writer never
+				// reports to a test that has finished.
+				stopWriter := sync.OnceFunc(func() { close(stop); wg.Wait() })
+				defer stopWriter()
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -222,17 +228,17 @@ func TestPageWalkUnderWrites(t *testing.T) {
 							t.Error(err)
 							return
 						}
+						written.Add(1)
 					}
 				}()
-				// Between pages, wait for more writes, so that the walk
-				// surely overlaps them.
-				writes := func() int { mu.Lock(); defer mu.Unlock(); return len(touched) }
+				// Between pages, wait for another write (any, not only one
+				// to a book not touched yet), so that the walk surely
+				// overlaps them.
 				got := walkWith(t, s, PageQuery{Order: o, Deleted: deleted, Limit: 13}, func() {
-					n := writes()
-					poll.Until(t, "a write", 10*time.Second, func() bool { return writes() > n })
+					n := written.Load()
+					poll.Until(t, "a write", 30*time.Second, func() bool { return written.Load() > n })
 				})
-				close(stop)
-				wg.Wait()
+				stopWriter()
 
 				seen := map[string]int{}
 				for _, id := range got {
