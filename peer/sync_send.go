@@ -71,7 +71,7 @@ func (n *Node) handleSync(s network.Stream) {
 		st.serving--
 		n.mu.Unlock()
 	}()
-	refused, err := n.serve(s, remote)
+	refused, err := n.serve(s, func() { s.Reset() }, remote, streamVersion(s))
 	if err == nil || n.ctx.Err() != nil || refused {
 		// Closed, not reset: a reset would discard the Error frame unread.
 		s.Close()
@@ -94,12 +94,14 @@ func (n *Node) handleSync(s network.Stream) {
 	n.log.Log(n.ctx, logLevelFor(err), "sync stream to peer ended", "peer", remote, "device", DeviceIDOf(remote), "err", err)
 }
 
-// serve runs the send side of one stream; refused reports that it ended by
-// sending the puller an Error frame.
-func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error) {
+// serve runs the send side of one stream of the given protocol version,
+// from the puller's hello on; refused reports that it ended by sending the
+// puller an Error frame. abort breaks the stream (a libp2p reset), which
+// unblocks its reads and writes when the node closes.
+func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (refused bool, err error) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
-	defer context.AfterFunc(ctx, func() { s.Reset() })()
+	defer context.AfterFunc(ctx, abort)()
 
 	s.SetDeadline(time.Now().Add(handshakeTimeout))
 	fr := n.newFrameReader(s)
@@ -125,7 +127,6 @@ func (n *Node) serve(s network.Stream, remote lpeer.ID) (refused bool, err error
 		// puller's position means nothing here, so send everything.
 		cursor = 0
 	}
-	version := streamVersion(s)
 	mine := hello{
 		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor,
@@ -294,7 +295,7 @@ func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
 type sender struct {
 	n         *Node
 	st        *peerState
-	s         network.Stream
+	s         stream
 	epoch     uint64 // of our store
 	peerEpoch uint64 // of the puller's store, for echo suppression
 	echo      *echoSet
