@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +10,10 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/internal/logbuf"
 	"github.com/danyue/danyue/store"
 )
 
@@ -173,24 +172,6 @@ func TestPermissionsAreDistinct(t *testing.T) {
 	}
 }
 
-// logBuffer collects a daemon's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // An internal error is logged with its cause, route and a request id; the
 // client gets the id and a generic detail, never the cause. A full disk is
 // disk_full (507), which the user can act on.
@@ -207,7 +188,7 @@ func TestInternalErrorsAreLoggedNotSent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs logBuffer
+			var logs logbuf.Buffer
 			d := &Daemon{log: slog.New(slog.NewTextHandler(&logs, nil))}
 			h := d.guard(route{"GET", "/v1/books/{key}", permRead, func(http.ResponseWriter, *http.Request) error { return tt.err }})
 			req := httptest.NewRequestWithContext(context.WithValue(context.Background(), connInfoKey{}, connInfo{kind: connInProcess}), "GET", "/v1/books/"+keyA, nil)
@@ -297,7 +278,7 @@ func TestLooseTokenIsTightened(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs logBuffer
+	var logs logbuf.Buffer
 	startDaemon(t, func(c *Config) {
 		c.DataDir = dir
 		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))

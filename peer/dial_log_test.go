@@ -1,35 +1,16 @@
 package peer
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/logbuf"
 	"github.com/danyue/danyue/internal/poll"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
-
-// syncBuffer is a bytes.Buffer that a logger and a test can share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A peer that is merely not there (offline, restarting: nothing listens on
 // its address) is no reason for a warning; one that answers and cannot
@@ -39,7 +20,7 @@ func TestDialFailureLogLevels(t *testing.T) {
 	nobody := newDevice(t, "gone")
 	closed := ma.StringCast("/ip4/127.0.0.1/tcp/1/p2p/" + nobody.id.String())
 
-	var offline syncBuffer
+	var offline logbuf.Buffer
 	a := newDevice(t, "A")
 	a.start(t, lib, []ma.Multiaddr{closed}, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&offline, nil))
@@ -49,7 +30,7 @@ func TestDialFailureLogLevels(t *testing.T) {
 		t.Errorf("a peer with nothing listening was logged as:\n%s\nwant one INFO line, no WARN", s)
 	}
 
-	var stranger syncBuffer
+	var stranger logbuf.Buffer
 	s := newDevice(t, "stranger")
 	s.start(t, newLib(t), a.node.Addrs(), func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&stranger, nil))

@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,10 +9,10 @@ import (
 	"net"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/logbuf"
 	"github.com/danyue/danyue/internal/poll"
 	"github.com/hashicorp/mdns"
 )
@@ -55,24 +54,6 @@ func holdMDNSPort(t *testing.T) {
 	t.Cleanup(func() { held.Close() })
 }
 
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // offLines returns the log lines that turn discovery off.
 func offLines(logs string) []string {
 	var out []string
@@ -106,7 +87,7 @@ func TestDiscoveryOffWhenPortHeld(t *testing.T) {
 	lib := newLib(t)
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	a.start(t, lib, nil)
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	b.start(t, lib, a.node.Addrs(), func(c *Config) {
 		c.MDNS, c.MDNSInterfaces = true, []net.Interface{lo}
 		c.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, &testLogWriter{t: t}), nil))
@@ -128,7 +109,7 @@ func TestDiscoveryOffWhenPortHeld(t *testing.T) {
 func TestQueryOffWhenPortHeld(t *testing.T) {
 	holdMDNSPort(t)
 	lo := loopbackInterface(t)
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

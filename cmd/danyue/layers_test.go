@@ -46,6 +46,7 @@ func TestLayers(t *testing.T) {
 		"internal/connlimit":       nil,
 		"internal/testfs":          nil,
 		"internal/poll":            nil,
+		"internal/logbuf":          nil,
 		"internal/keyalgo":         nil,
 		"pair":                     nil,
 		"internal/qrterm":          nil,

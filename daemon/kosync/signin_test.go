@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/logbuf"
 )
 
 // clock is a settable clock for the guess limits.
@@ -41,27 +43,14 @@ type signinServer struct {
 	url      string
 	clock    *clock
 	verifies atomic.Int64
-	logMu    sync.Mutex
-	logBuf   bytes.Buffer
-}
-
-func (s *signinServer) Write(p []byte) (int, error) {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.logBuf.Write(p)
-}
-
-func (s *signinServer) logText() string {
-	s.logMu.Lock()
-	defer s.logMu.Unlock()
-	return s.logBuf.String()
+	logs     logbuf.Buffer
 }
 
 func startSigninServer(t testing.TB) *signinServer {
 	t.Helper()
 	s := &signinServer{lib: newMemLibrary(), clock: &clock{now: t0}}
 	lim := defaultLimits
-	h, err := New(Config{Library: s.lib, Logger: slog.New(slog.NewTextHandler(s, nil)), now: s.clock.Now, limits: &lim,
+	h, err := New(Config{Library: s.lib, Logger: slog.New(slog.NewTextHandler(&s.logs, nil)), now: s.clock.Now, limits: &lim,
 		onVerify: func() { s.verifies.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +176,7 @@ func TestSigninGuessesLimited(t *testing.T) {
 	if n := s.verifies.Load() - before; n != 1 {
 		t.Errorf("3 sign-ins after the lock took %d verifications, want 1", n)
 	}
-	logText := s.logText()
+	logText := s.logs.String()
 	// Each (address, account) failure is logged once of each kind, with
 	// the address.
 	pair := `msg="kosync sign-in failed" remote=127.0.0.2 user=alice why=`
