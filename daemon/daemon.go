@@ -28,7 +28,7 @@ type Config struct {
 	// DataDir holds the store, the API socket and token. Created 0700.
 	DataDir string
 	// Name is this device's name as other devices show it; default the
-	// hostname.
+	// name it already has, and the hostname for a new device.
 	Name string
 	// Socket is the local endpoint of the API: a unix socket, or on Windows
 	// a named pipe; default DefaultSocket(DataDir).
@@ -136,12 +136,6 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 	if cfg.Socket == "" && !cfg.NoSocket {
 		cfg.Socket = DefaultSocket(cfg.DataDir)
 	}
-	if cfg.Name == "" {
-		cfg.Name, _ = os.Hostname()
-		if cfg.Name == "" {
-			cfg.Name = "danyue"
-		}
-	}
 	lns, err := bindEarly(cfg)
 	if err != nil {
 		return nil, err
@@ -190,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	started = true
-	d.log.Info("daemon started", "data", cfg.DataDir, "device", d.self, "name", cfg.Name, "socket", cfg.Socket, "peer_id", d.nodeID())
+	d.log.Info("daemon started", "data", cfg.DataDir, "device", d.self, "name", d.cfg.Name, "socket", cfg.Socket, "peer_id", d.nodeID())
 	return d, nil
 }
 
@@ -231,6 +225,18 @@ func (d *Daemon) init(ctx context.Context) error {
 	d.clock.Observe(d.store.ClockHighWater(), d.wallMs())
 	if err := d.loadState(ctx); err != nil {
 		return err
+	}
+	// Without --name the device keeps the name it has: a restart (as a
+	// service manager does it, without flags) renames nothing. A new device
+	// takes the hostname.
+	if d.cfg.Name == "" {
+		d.cfg.Name = d.names[d.self]
+	}
+	if d.cfg.Name == "" {
+		d.cfg.Name, _ = os.Hostname()
+	}
+	if d.cfg.Name == "" {
+		d.cfg.Name = "danyue"
 	}
 	if d.names[d.self] != d.cfg.Name {
 		if err := d.rename(ctx, d.cfg.Name); err != nil {

@@ -37,7 +37,7 @@ type nodeFlags struct {
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
-	nf := &nodeFlags{name: fs.String("name", "", "this device's `NAME` as other devices show it (default the hostname)")}
+	nf := &nodeFlags{name: fs.String("name", "", "this device's `NAME` as other devices show it; it sticks across restarts (default: the name it has, the hostname for a new device)")}
 	fs.Var(&nf.listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default /ip4/0.0.0.0/tcp/0 and /ip6/::/tcp/0)")
 	fs.Var(&nf.peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
 	nf.noMDNS = fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
