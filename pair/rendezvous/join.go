@@ -77,9 +77,3 @@ func Join(ctx context.Context, addr string, code pair.Code, ad []byte, accept fu
 // ErrUnreachable reports that nothing accepted the connection: no session
 // ran, so another address of the inviter may still be tried.
 var ErrUnreachable = errors.New("rendezvous: cannot reach the inviter")
-
-// IsCodeSpent reports whether err means the inviter's code can no longer be
-// used: a wrong code was tried, or it was used or expired before.
-func IsCodeSpent(err error) bool {
-	return errors.Is(err, pair.ErrWrongCode) || errors.Is(err, pair.ErrRefused)
-}
