@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/danyue/danyue/daemon/kosync"
+	"github.com/danyue/danyue/internal/lan"
 )
 
 // early holds what Start checks and binds before it creates or opens
@@ -57,39 +58,15 @@ func (e early) close() {
 }
 
 // reachableURLs returns the URLs under which a listener on addr can be
-// reached, for people to type into another device: a listener on every
-// address (0.0.0.0, ::) is reachable at each address of this machine's
-// interfaces, which is what a KOReader on the LAN needs, not "[::]".
-// Loopback comes last; link-local addresses, which need a zone, are left
-// out.
+// reached, for people to type into another device: on every address
+// (0.0.0.0, ::) that is each address of this machine, which is what a
+// KOReader on the LAN needs, not "[::]"; loopback last.
 func reachableURLs(addr, path string) []string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil
+	var urls []string
+	for _, hp := range lan.Addrs(addr, true) {
+		urls = append(urls, "http://"+hp+path)
 	}
-	ip := net.ParseIP(host)
-	if ip == nil || !ip.IsUnspecified() {
-		return []string{"http://" + addr + path}
-	}
-	v4only := ip.To4() != nil
-	ifaddrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return []string{"http://" + addr + path}
-	}
-	var lan, loop []string
-	for _, a := range ifaddrs {
-		n, ok := a.(*net.IPNet)
-		if !ok || n.IP.IsLinkLocalUnicast() || (v4only && n.IP.To4() == nil) {
-			continue
-		}
-		u := "http://" + net.JoinHostPort(n.IP.String(), port) + path
-		if n.IP.IsLoopback() {
-			loop = append(loop, u)
-		} else {
-			lan = append(lan, u)
-		}
-	}
-	return append(lan, loop...)
+	return urls
 }
 
 // isLoopbackAddr reports whether a listener's address is on loopback only.

@@ -15,6 +15,8 @@ import (
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/danyue/danyue/internal/lan"
 )
 
 // mDNS discovery with hashicorp/mdns. Facts that shape this file, measured
@@ -82,7 +84,7 @@ func (n *Node) startDiscovery() *discovery {
 	}
 	candidates := n.cfg.MDNSInterfaces
 	if len(candidates) == 0 {
-		candidates = multicastInterfaces()
+		candidates = lan.Interfaces(true)
 	}
 	if len(candidates) == 0 {
 		n.log.Warn("mdns: LAN discovery is off: no up, multicast-capable interface; add the other devices with --peer MULTIADDR (their addresses are in danyue status)")
@@ -237,22 +239,6 @@ func (d *discovery) consume() {
 			d.n.dialDiscovered(id, addrs)
 		}
 	}
-}
-
-// multicastInterfaces returns every up, multicast-capable, non-loopback
-// interface.
-func multicastInterfaces() []net.Interface {
-	all, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	var out []net.Interface
-	for _, ifc := range all {
-		if ifc.Flags&net.FlagUp != 0 && ifc.Flags&net.FlagMulticast != 0 && ifc.Flags&net.FlagLoopback == 0 {
-			out = append(out, ifc)
-		}
-	}
-	return out
 }
 
 // addrsOnInterface returns the IPs of ifc we listen on and the listen

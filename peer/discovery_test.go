@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/internal/lan"
 	"github.com/danyue/danyue/internal/poll"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -113,7 +114,7 @@ func TestBackoffSchedule(t *testing.T) {
 }
 
 func TestMulticastInterfacesSkipLoopback(t *testing.T) {
-	for _, ifc := range multicastInterfaces() {
+	for _, ifc := range lan.Interfaces(true) {
 		if ifc.Flags&net.FlagLoopback != 0 || ifc.Flags&net.FlagMulticast == 0 || ifc.Flags&net.FlagUp == 0 {
 			t.Errorf("interface %s (%v) chosen", ifc.Name, ifc.Flags)
 		}

@@ -28,12 +28,12 @@ func TestLayers(t *testing.T) {
 		"crdt":                     {"internal/keyalgo"},
 		"bookkey":                  {"internal/keyalgo"},
 		"store":                    {"crdt"},
-		"peer":                     {"crdt"},
+		"peer":                     {"crdt", "internal/lan"},
 		"daemon/api":               nil,
 		"daemon/client":            {"daemon/api"},
 		"daemon/kosync":            {"crdt", "internal/connlimit", "internal/jsoncheck"},
 		"daemon/web":               {"daemon/api", "internal/qrterm"},
-		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit", "internal/jsoncheck", "pair", "pair/rendezvous"},
+		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit", "internal/jsoncheck", "internal/lan", "pair", "pair/rendezvous"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt", "internal/qrterm"},
 		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt", "pair"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client"},
@@ -47,11 +47,12 @@ func TestLayers(t *testing.T) {
 		"internal/testfs":          nil,
 		"internal/poll":            nil,
 		"internal/logbuf":          nil,
+		"internal/lan":             nil,
 		"internal/keyalgo":         nil,
 		"pair":                     nil,
 		"internal/qrterm":          nil,
 		"internal/jsoncheck":       nil,
-		"pair/rendezvous":          {"pair", "internal/connlimit"},
+		"pair/rendezvous":          {"pair", "internal/connlimit", "internal/lan"},
 	}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	seen := 0

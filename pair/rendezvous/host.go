@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/internal/connlimit"
+	"github.com/danyue/danyue/internal/lan"
 	"github.com/danyue/danyue/pair"
 )
 
@@ -126,7 +127,7 @@ func Open(cfg Config) (*Host, error) {
 // listener's own if it is bound to one address, else one per address of
 // the up interfaces.
 func (h *Host) Addrs() []string {
-	return listenAddrs(h.ln.Addr().(*net.TCPAddr))
+	return lan.Addrs(h.ln.Addr().String(), false)
 }
 
 // Done is closed when the rendezvous has ended; Outcome then says how.
@@ -310,24 +311,4 @@ func exchangeHello(c net.Conn, nonce []byte) ([]byte, error) {
 		return nil, fmt.Errorf("rendezvous: read hello: %w", err)
 	}
 	return parseHello(b)
-}
-
-// listenAddrs lists the addresses a joiner could dial for a listener.
-func listenAddrs(a *net.TCPAddr) []string {
-	if !a.IP.IsUnspecified() {
-		return []string{a.String()}
-	}
-	var out []string
-	for _, ifc := range upInterfaces(false) {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, ia := range addrs {
-			if n, ok := ia.(*net.IPNet); ok && n.IP.IsGlobalUnicast() && (n.IP.To4() != nil || a.IP.To4() == nil) {
-				out = append(out, net.JoinHostPort(n.IP.String(), fmt.Sprint(a.Port)))
-			}
-		}
-	}
-	return out
 }

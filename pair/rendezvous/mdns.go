@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/mdns"
+
+	"github.com/danyue/danyue/internal/lan"
 )
 
 // The announcement is a separate mDNS service from the library's
@@ -42,7 +44,7 @@ type announcer struct{ servers []*mdns.Server }
 func announce(channel, port int, ifaces []net.Interface, logger *slog.Logger) *announcer {
 	a := &announcer{}
 	if len(ifaces) == 0 {
-		ifaces = upInterfaces(true)
+		ifaces = lan.Interfaces(true)
 	}
 	var id [8]byte
 	rand.Read(id[:])
@@ -92,7 +94,7 @@ func Browse(ctx context.Context, channel int, ifaces []net.Interface, logger *sl
 		logger = slog.Default()
 	}
 	if len(ifaces) == 0 {
-		ifaces = upInterfaces(true)
+		ifaces = lan.Interfaces(true)
 	}
 	if len(ifaces) == 0 {
 		return nil, fmt.Errorf("no up, multicast-capable network interface to look for the inviter on")
@@ -172,23 +174,6 @@ func appendNew(dst []string, ss ...string) []string {
 		}
 	}
 	return dst
-}
-
-// upInterfaces returns the up, non-loopback interfaces, only the
-// multicast-capable ones if multicast.
-func upInterfaces(multicast bool) []net.Interface {
-	all, err := net.Interfaces()
-	if err != nil {
-		return nil
-	}
-	var out []net.Interface
-	for _, ifc := range all {
-		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || multicast && ifc.Flags&net.FlagMulticast == 0 {
-			continue
-		}
-		out = append(out, ifc)
-	}
-	return out
 }
 
 func interfaceIPs(ifc *net.Interface) []net.IP {

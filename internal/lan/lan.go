@@ -1,0 +1,73 @@
+// Package lan answers two questions about this machine's network
+// interfaces that the daemon asks in several places: which interfaces can
+// reach other devices (for mDNS), and at which addresses a listener bound to
+// every address can be reached (to tell a person or another device).
+package lan
+
+import (
+	"net"
+)
+
+// Interfaces returns the interfaces that are up and not loopback; with
+// multicast, only those that can multicast, which is what mDNS needs.
+func Interfaces(multicast bool) []net.Interface {
+	all, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []net.Interface
+	for _, ifc := range all {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 || multicast && ifc.Flags&net.FlagMulticast == 0 {
+			continue
+		}
+		out = append(out, ifc)
+	}
+	return out
+}
+
+// Addrs returns the host:port addresses at which a listener bound to addr
+// is reached: addr itself, or, for a listener on every address (0.0.0.0,
+// [::]), each global unicast address of an up interface (IPv4 only for
+// 0.0.0.0), and after them the loopback ones if loopback is set.
+// Link-local addresses, which need a zone, are left out.
+func Addrs(addr string, loopback bool) []string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsUnspecified() {
+		return []string{addr}
+	}
+	v4only := ip.To4() != nil
+	all, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var lan, loop []string
+	for _, ifc := range all {
+		if ifc.Flags&net.FlagUp == 0 {
+			continue
+		}
+		ifaddrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range ifaddrs {
+			n, ok := a.(*net.IPNet)
+			if !ok || v4only && n.IP.To4() == nil {
+				continue
+			}
+			hp := net.JoinHostPort(n.IP.String(), port)
+			switch {
+			case n.IP.IsLoopback():
+				if loopback {
+					loop = append(loop, hp)
+				}
+			case n.IP.IsGlobalUnicast():
+				lan = append(lan, hp)
+			}
+		}
+	}
+	return append(lan, loop...)
+}
