@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"net"
-	"strings"
 
 	"github.com/danyue/danyue/daemon/kosync"
 	"github.com/danyue/danyue/internal/lan"
@@ -75,6 +74,6 @@ func isLoopbackAddr(addr string) bool {
 	if err != nil {
 		return false
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
+	ip := net.ParseIP(host) // SplitHostPort took the brackets off
 	return ip != nil && ip.IsLoopback()
 }
