@@ -199,8 +199,13 @@ func (n *Node) Close() error {
 			n.disc.close()
 		}
 		n.sub.Close()
-		n.closeErr = n.host.Close()
+		// Our goroutines end first (the cancel above ends their dials and
+		// resets their streams): libp2p tears its transports down in Close
+		// without waiting for dials still in flight, and a dial of ours
+		// racing that teardown crashes in its dial worker (libp2p issue
+		// 1545).
 		n.wg.Wait()
+		n.closeErr = n.host.Close()
 		close(n.eventsEnd)
 		n.eventsWG.Wait()
 		n.log.Info("peer node stopped", "peer", n.host.ID())
