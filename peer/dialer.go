@@ -6,9 +6,9 @@ import (
 	"net"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -154,7 +154,15 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	dctx = network.WithForceDirectDial(dctx, "danyue schedules its own redials")
+	// The node paces its own redials (dialBackoff, reconnectCap); the
+	// swarm's per-address backoff would refuse the dial that finds a member
+	// back from a restart. Clearing it, rather than dialling with
+	// network.WithForceDirectDial, keeps the swarm off its forced-direct
+	// path, which dereferences a transport that Close has already dropped
+	// when a dial is still being resolved (libp2p issue 1545).
+	if sw, ok := n.host.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(st.id)
+	}
 	err := n.host.Connect(dctx, lpeer.AddrInfo{ID: st.id, Addrs: addrs})
 
 	n.mu.Lock()
