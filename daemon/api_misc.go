@@ -235,6 +235,9 @@ func (d *Daemon) join(ctx context.Context, inv peer.Invite) error {
 	if err := d.store.SetLibrary(ctx, store.Library{ID: inv.Library.ID, Secret: inv.Library.Secret}); err != nil {
 		return errors.Join(err, d.startNode(context.WithoutCancel(ctx), nil))
 	}
+	if err := d.joined(ctx, inv); err != nil {
+		d.log.Warn("record this device as added by its inviter", "err", err)
+	}
 	d.log.Info("joined library", "library", hex.EncodeToString(inv.Library.ID[:]), "inviter", inv.Peer)
 	return d.startNode(context.WithoutCancel(ctx), inv.PeerAddrs())
 }
