@@ -96,17 +96,13 @@ func printDevices(e *env, list []api.Member) error {
 
 func runRename(ctx context.Context, e *env, args []string) error {
 	cc := newClientCmd(e, renameCommand(), `danyue rename "Study laptop"`, false)
-	pos, err := parseArgs(cc.fs, args)
+	name, err := cc.words(args, &usageError{msg: "rename takes the new name", hint: `danyue rename "Study laptop"`})
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return &usageError{msg: "rename takes the new name", hint: `danyue rename "Study laptop"`}
-	}
 	c := cc.client()
 	defer c.Close()
-	// A name typed without quotes arrives as several words.
-	m, err := c.Rename(ctx, strings.Join(pos, " "))
+	m, err := c.Rename(ctx, name)
 	if err != nil {
 		return cc.explain(err)
 	}
@@ -116,20 +112,31 @@ func runRename(ctx context.Context, e *env, args []string) error {
 
 func runForget(ctx context.Context, e *env, args []string) error {
 	cc := newClientCmd(e, forgetCommand(), `danyue forget "Old phone"`, false)
-	pos, err := parseArgs(cc.fs, args)
+	device, err := cc.words(args, &usageError{msg: "forget takes the device's name or id", hint: "danyue devices  (to see them), then danyue forget DEVICE"})
 	if err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return &usageError{msg: "forget takes the device's name or id", hint: "danyue devices  (to see them), then danyue forget DEVICE"}
-	}
 	c := cc.client()
 	defer c.Close()
-	m, err := c.Forget(ctx, strings.Join(pos, " "))
+	m, err := c.Forget(ctx, device)
 	if err != nil {
 		return cc.explain(err)
 	}
 	fmt.Fprintf(e.stdout, "Forgot %s (%s). This device refuses its connections now, and every other device does once it hears of it.\n", orDash(printable(m.Name)), m.ID)
 	fmt.Fprintln(e.stdout, "The library's secret is not changed yet: a copy of that device's data could still join again as a new device.")
 	return nil
+}
+
+// words parses args for a command that takes one name, and returns it: a
+// name typed without quotes arrives as several words, joined by a space.
+// Without one it returns missing.
+func (cc *clientCmd) words(args []string, missing *usageError) (string, error) {
+	pos, err := parseArgs(cc.fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) == 0 {
+		return "", missing
+	}
+	return strings.Join(pos, " "), nil
 }
