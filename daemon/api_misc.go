@@ -77,9 +77,13 @@ func (d *Daemon) peers() []api.Peer {
 		return out
 	}
 	for _, p := range node.Peers() {
+		name := p.Name // from its hello, which a rename changes only at its next start
+		if m, ok := d.members.get(p.Device); ok && m.Name() != "" {
+			name = m.Name()
+		}
 		pj := api.Peer{
 			Device:        p.Device.String(),
-			Name:          p.Name,
+			Name:          name,
 			PeerID:        p.ID.String(),
 			Connected:     p.Connected,
 			Addresses:     []string{},
@@ -101,7 +105,7 @@ func (d *Daemon) peers() []api.Peer {
 			if p.ClockOffset < 0 {
 				dir = "behind"
 			}
-			pj.ClockWarning = fmt.Sprintf("%s's clock is %s %s this device's", p.Name, off.Round(time.Second), dir)
+			pj.ClockWarning = fmt.Sprintf("%s's clock is %s %s this device's", name, off.Round(time.Second), dir)
 		}
 		out = append(out, pj)
 	}

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/internal/poll"
 	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
 )
 
 // member returns the device id's entry in d's /v1/devices, if listed.
@@ -148,6 +150,9 @@ func TestRenameKeepsHistory(t *testing.T) {
 	if st := mustDo(a.client.Status(ctx))(t); st.Device.Name != "study laptop" {
 		t.Errorf("status names the device %q", st.Device.Name)
 	}
+	if peers := mustDo(b.client.Peers(ctx))(t); len(peers) != 1 || peers[0].Name != "study laptop" {
+		t.Errorf("B's peers %+v, want A as study laptop", peers)
+	}
 	_, err := a.client.Rename(ctx, "bad\nname")
 	wantAPIError(t, err, api.CodeInvalid)
 }
@@ -170,4 +175,50 @@ func (d *testDaemon) nodeStats() peer.Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.node.Stats()
+}
+
+// Issue 15: a library made before members were recorded upgrades cleanly:
+// two devices that share a library but hold no member records of each
+// other (each knows only the secret) become members of it on both, and a
+// device that completes a hello without being known (a device of an older
+// version, which sends no member records) is added by the device it said
+// hello to.
+func TestMembersOfAnOlderLibrary(t *testing.T) {
+	a := startDaemon(t, func(c *Config) { c.Name = "old laptop" })
+	lib, _ := a.store.Library()
+	addrs := a.node.Addrs()
+	b := startDaemon(t, func(c *Config) {
+		c.Name = "old phone"
+		c.Peers = []string{addrs[0].String()}
+		// B was in A's library before members existed: its store holds the
+		// library, and nothing says who is in it.
+		if _, err := store.MakePrivateDir(c.DataDir); err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.Open(context.Background(), storeDir(c.DataDir), store.Options{Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.SetLibrary(context.Background(), lib); err != nil {
+			t.Fatal(err)
+		}
+	})
+	aID, bID := a.Device().String(), b.Device().String()
+	for _, d := range []*testDaemon{a, b} {
+		poll.Until(t, "both to be members on "+d.cfg.Name, 10*time.Second, func() bool {
+			ma, okA := member(t, d, aID)
+			mb, okB := member(t, d, bID)
+			return okA && okB && ma.AddedBy != nil && mb.AddedBy != nil && !ma.Removed && !mb.Removed
+		})
+	}
+
+	// A device of an older version says hello: it is added, by A.
+	old := crdt.DeviceID(0x0123456789abcdef)
+	a.noteHello(old)
+	m, ok := member(t, a, old.String())
+	if !ok || m.AddedBy == nil || *m.AddedBy != aID || m.Removed {
+		t.Fatalf("after its hello the older device is %+v (listed %v), want added by A", m, ok)
+	}
+	poll.Until(t, "B to learn of it", 10*time.Second, func() bool { _, ok := member(t, b, old.String()); return ok })
 }
