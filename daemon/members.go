@@ -230,6 +230,11 @@ func (d *Daemon) disconnectRemoved(ids []crdt.DeviceID) {
 	node := d.node
 	d.mu.Unlock()
 	for _, id := range ids {
+		if id == d.self {
+			m, _ := d.members.get(id)
+			d.log.Warn("this device was forgotten by another device of the library: the others refuse its connections; join again with a new invite", "removed_by", m.Removed.Device)
+			continue
+		}
 		d.log.Warn("a device was removed from the library; its connections are refused", "device", id)
 		if node != nil {
 			node.Disconnect(id)
