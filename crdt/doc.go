@@ -7,11 +7,11 @@
 // # Records
 //
 // A library is a set of records (Entry), each a Book, keyed by its BookKey, a
-// Device, keyed by its DeviceID, or one of the records of KOReader's progress
-// sync: a KosyncUser, keyed by its name, and a KosyncProgress, keyed by
-// (user, document), a KosyncLink, keyed by its document, and a Member, keyed
-// by (library, device): who is in the library. Every field of a record is a small conflict-free type
-// with its own merge rule:
+// Device, keyed by its DeviceID, a Member, keyed by (library, device): who is
+// in the library, or one of the records of KOReader's progress sync: a
+// KosyncUser, keyed by its name, a KosyncProgress, keyed by (user,
+// document), and a KosyncLink, keyed by its document. Every field of a
+// record is a small conflict-free type with its own merge rule:
 //
 //	Book.Position  last-writer-wins register of {char, percent}: the larger
 //	               timestamp wins; the writer is the timestamp's device

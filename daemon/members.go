@@ -3,6 +3,7 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -256,10 +257,10 @@ func (d *Daemon) renameSelf(ctx context.Context, name string) error {
 }
 
 // errNoMember is returned for a device that is not in the library.
-var errNoMember = fmt.Errorf("no such device")
+var errNoMember = errors.New("no such device")
 
 // errAmbiguous is returned for a name several members have.
-var errAmbiguous = fmt.Errorf("several devices have that name")
+var errAmbiguous = errors.New("several devices have that name")
 
 // findMember resolves a device given by id or by name to a record of the
 // current library.
@@ -300,7 +301,7 @@ func (d *Daemon) memberName(m *crdt.Member) string {
 }
 
 // errForgetSelf refuses to forget this device itself.
-var errForgetSelf = fmt.Errorf("a device cannot forget itself")
+var errForgetSelf = errors.New("a device cannot forget itself")
 
 // forget removes a device from the library. The gater refuses it at once
 // here, and on every other member as the removal reaches it. The library
