@@ -341,6 +341,10 @@ func (d *Daemon) notePaired(device string) {
 		d.log.Warn("a paired device gave no device id; it is added when it first syncs", "device", device)
 		return
 	}
+	if m, ok := d.members.get(id); ok && m.IsRemoved() {
+		d.log.Warn("a forgotten device paired again: it stays forgotten, and every member refuses its connections; wipe its data dir (a new device) and pair that", "device", id)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
 	defer cancel()
 	if err := d.addMember(ctx, id, "it paired by short code"); err != nil {
