@@ -354,9 +354,13 @@ func (d *Daemon) notePaired(device string) {
 
 // joined records, in the library this device is joining, that it was
 // added by the inviter whose invite it used (a long code, or the one a
-// short-code pairing handed over).
+// short-code pairing handed over), or by itself if the invite does not say
+// who made it.
 func (d *Daemon) joined(ctx context.Context, inv peer.Invite) error {
-	lib, by := crdt.LibraryID(inv.Library.ID), peer.DeviceIDOf(inv.Peer)
+	lib, by := crdt.LibraryID(inv.Library.ID), d.self
+	if inv.Peer != "" {
+		by = peer.DeviceIDOf(inv.Peer)
+	}
 	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, d.self, by, at) })
 	return err
 }
