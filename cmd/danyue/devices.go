@@ -30,7 +30,7 @@ func forgetCommand() command {
 	return command{
 		name:    "forget",
 		usage:   "DEVICE",
-		summary: "Forget a lost or sold device (by name or id): no member accepts its connections any more.",
+		summary: "Forget a lost or sold device (by name or id): no member accepts its connections any more (the library secret does not change yet).",
 		run:     runForget,
 	}
 }
