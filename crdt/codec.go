@@ -29,6 +29,7 @@ type wireEntry struct {
 	KosyncUser     *wireKosyncUser     `cbor:"3,keyasint,omitempty"`
 	KosyncProgress *wireKosyncProgress `cbor:"4,keyasint,omitempty"`
 	KosyncLink     *wireKosyncLink     `cbor:"5,keyasint,omitempty"`
+	Member         *wireMember         `cbor:"6,keyasint,omitempty"` // codec_member.go
 }
 
 type wireBook struct {
@@ -150,6 +151,8 @@ func (e *Entry) encode() ([]byte, error) {
 		w.KosyncProgress = e.KosyncProgress.wire()
 	case KindKosyncLink:
 		w.KosyncLink = e.KosyncLink.wire()
+	case KindMember:
+		w.Member = e.Member.wire()
 	}
 	return encMode.Marshal(&w)
 }
@@ -192,7 +195,7 @@ func Decode(data []byte) (Entry, error) {
 	}
 	var e Entry
 	if n := w.records(); n != 1 {
-		return Entry{}, invalidf("record holds %d of book, device, kosync user, kosync progress and kosync link, not exactly one", n)
+		return Entry{}, invalidf("record holds %d of book, device, kosync user, kosync progress, kosync link and member, not exactly one", n)
 	}
 	switch {
 	case w.Book != nil:
@@ -213,6 +216,12 @@ func Decode(data []byte) (Entry, error) {
 			return Entry{}, err
 		}
 		e = KosyncLinkEntry(l)
+	case w.Member != nil:
+		m, err := w.Member.domain()
+		if err != nil {
+			return Entry{}, err
+		}
+		e = MemberEntry(m)
 	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, err

@@ -28,7 +28,7 @@ type wireKosyncPosition struct {
 // records counts the records an entry holds; a valid one holds exactly one.
 func (w *wireEntry) records() int {
 	n := 0
-	for _, present := range []bool{w.Book != nil, w.Device != nil, w.KosyncUser != nil, w.KosyncProgress != nil, w.KosyncLink != nil} {
+	for _, present := range []bool{w.Book != nil, w.Device != nil, w.KosyncUser != nil, w.KosyncProgress != nil, w.KosyncLink != nil, w.Member != nil} {
 		if present {
 			n++
 		}

@@ -73,7 +73,7 @@ func goldenRecords() []struct {
 			Title: crdt.Text{At: pos.At, Value: strings.Repeat("x", crdt.MaxTitleBytes)}})},
 		{"device-named", crdt.DeviceEntry(crdt.Device{ID: phone, Name: crdt.Text{At: ts(t0, 0, phone), Value: "Pixel 9"}})},
 		{"device-unnamed", crdt.DeviceEntry(crdt.Device{ID: nas})},
-	}, kosyncGoldenRecords()...)
+	}, append(kosyncGoldenRecords(), memberGoldenRecords()...)...)
 }
 
 const goldenFile = "testdata/golden.txt"

@@ -7,10 +7,11 @@
 // # Records
 //
 // A library is a set of records (Entry), each a Book, keyed by its BookKey, a
-// Device, keyed by its DeviceID, or one of the records of KOReader's progress
-// sync: a KosyncUser, keyed by its name, and a KosyncProgress, keyed by
-// (user, document). Every field of a record is a small conflict-free type
-// with its own merge rule:
+// Device, keyed by its DeviceID, a Member, keyed by (library, device): who is
+// in the library, or one of the records of KOReader's progress sync: a
+// KosyncUser, keyed by its name, a KosyncProgress, keyed by (user,
+// document), and a KosyncLink, keyed by its document. Every field of a
+// record is a small conflict-free type with its own merge rule:
 //
 //	Book.Position  last-writer-wins register of {char, percent}: the larger
 //	               timestamp wins; the writer is the timestamp's device
@@ -29,6 +30,9 @@
 //	KosyncProgress last-writer-wins register of {progress, percentage,
 //	               device, device id}: the larger timestamp wins, so the
 //	               newest write by causal time wins, not the last to arrive
+//	Member         earliest addition, earliest removal (a removal wins over
+//	               every addition), bounded grow-only set of names, so the
+//	               name a device had at any time is known (member.go)
 //
 // A register's ties (equal timestamps, which correct devices never produce)
 // are broken by content, so that even a broken peer cannot make two replicas

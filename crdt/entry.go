@@ -21,7 +21,7 @@ const (
 // Kinds returns every record kind, for callers that count or scan all
 // records.
 func Kinds() []Kind {
-	return []Kind{KindBook, KindDevice, KindKosyncUser, KindKosyncProgress, KindKosyncLink}
+	return []Kind{KindBook, KindDevice, KindKosyncUser, KindKosyncProgress, KindKosyncLink, KindMember}
 }
 
 func (k Kind) String() string {
@@ -36,6 +36,8 @@ func (k Kind) String() string {
 		return "kosync progress"
 	case KindKosyncLink:
 		return "kosync link"
+	case KindMember:
+		return "member"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -50,6 +52,7 @@ type Entry struct {
 	KosyncUser     KosyncUser
 	KosyncProgress KosyncProgress
 	KosyncLink     KosyncLink
+	Member         Member
 }
 
 // BookEntry wraps a book record.
@@ -69,7 +72,8 @@ func KosyncProgressEntry(p KosyncProgress) Entry {
 // AppendID appends the identity of the record, unique across kinds: the kind
 // byte, then the binary book key, the big-endian device id, the kosync
 // account name, the account name, a NUL and the document (neither may
-// hold a NUL), or a link's document. Two entries merge only if their ids are equal.
+// hold a NUL), a link's document, or a member's library and big-endian
+// device id. Two entries merge only if their ids are equal.
 func (e *Entry) AppendID(b []byte) []byte {
 	b = append(b, byte(e.Kind))
 	switch e.Kind {
@@ -83,6 +87,9 @@ func (e *Entry) AppendID(b []byte) []byte {
 		b = append(append(append(b, e.KosyncProgress.User...), 0), e.KosyncProgress.Document...)
 	case KindKosyncLink:
 		b = append(b, e.KosyncLink.Document...)
+	case KindMember:
+		b = append(b, e.Member.Library[:]...)
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Member.ID))
 	}
 	return b
 }
@@ -121,6 +128,12 @@ func (e *Entry) Merge(o *Entry) (bool, error) {
 			return false, invalidf("merge of kosync link %q into %q", m.Document, l.Document)
 		}
 		return l.Merge(m), nil
+	case KindMember:
+		m, n := &e.Member, &o.Member
+		if m.Library != n.Library || m.ID != n.ID {
+			return false, invalidf("merge of member %x/%s into member %x/%s", n.Library, n.ID, m.Library, m.ID)
+		}
+		return m.Merge(n), nil
 	}
 	return false, invalidf("merge of unknown %s", e.Kind)
 }
@@ -129,6 +142,7 @@ func (e *Entry) Merge(o *Entry) (bool, error) {
 func (e *Entry) Clone() Entry {
 	c := *e
 	c.Book = e.Book.Clone()
+	c.Member = e.Member.Clone()
 	return c
 }
 
@@ -147,6 +161,8 @@ func (e *Entry) MaxTimestamp() Timestamp {
 		return e.KosyncProgress.At
 	case KindKosyncLink:
 		return e.KosyncLink.At
+	case KindMember:
+		return e.Member.maxTimestamp()
 	}
 	return Timestamp{}
 }
@@ -166,6 +182,8 @@ func (e *Entry) Validate() error {
 		return e.KosyncProgress.validate()
 	case KindKosyncLink:
 		return e.KosyncLink.validate()
+	case KindMember:
+		return e.Member.validate()
 	}
 	return invalidf("unknown record kind %d", uint8(e.Kind))
 }

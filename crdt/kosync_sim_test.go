@@ -85,6 +85,8 @@ func emptyOf(e crdt.Entry) crdt.Entry {
 		return crdt.KosyncProgressEntry(crdt.KosyncProgress{User: e.KosyncProgress.User, Document: e.KosyncProgress.Document})
 	case crdt.KindKosyncLink:
 		return crdt.KosyncLinkEntry(crdt.KosyncLink{Document: e.KosyncLink.Document})
+	case crdt.KindMember:
+		return crdt.MemberEntry(crdt.Member{Library: e.Member.Library, ID: e.Member.ID})
 	}
 	return crdt.DeviceEntry(crdt.Device{ID: e.Device.ID})
 }

@@ -62,6 +62,7 @@ var (
 		rapid.Map(genDevice, crdt.DeviceEntry),
 		rapid.Map(genKosyncUser, crdt.KosyncUserEntry),
 		rapid.Map(genKosyncProgressAnyKey, crdt.KosyncProgressEntry),
+		rapid.Map(genMember, crdt.MemberEntry),
 	)
 )
 

@@ -37,6 +37,10 @@ func (d *Daemon) routeTable() []route {
 	return []route{
 		{"GET", "/v1/status", permRead, d.handleStatus},
 		{"GET", "/v1/peers", permRead, d.handlePeers},
+		{"GET", "/v1/devices", permRead, d.handleDevices},
+		{"PUT", "/v1/devices/self/name", permAdmin, d.handleRename},
+		{"POST", "/v1/devices/{id}/forget", permAdmin, d.handleForget},
+		{"DELETE", "/v1/devices/{id}", permAdmin, d.handleForget},
 		{"GET", "/v1/books", permRead, d.handleBooks},
 		{"GET", "/v1/books/{key}", permRead, d.handleBook},
 		{"PUT", "/v1/books/{key}/position", permWrite, d.handlePosition},

@@ -142,7 +142,7 @@ func (d *Daemon) kosyncProgress(ctx context.Context) ([]api.KosyncProgress, erro
 			list = append(list, api.KosyncProgress{
 				User: p.User, Document: p.Document, Progress: p.Progress, Percentage: p.Percentage,
 				Device: p.Device, DeviceID: p.DeviceID, At: rfc3339(p.At.Wall), Stamp: stamp(p.At),
-				Daemon: p.At.Device.String(), DaemonName: v.name(p.At.Device),
+				Daemon: p.At.Device.String(), DaemonName: v.name(p.At),
 			})
 		}
 		return nil

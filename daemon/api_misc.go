@@ -77,9 +77,13 @@ func (d *Daemon) peers() []api.Peer {
 		return out
 	}
 	for _, p := range node.Peers() {
+		name := p.Name // from its hello, which a rename changes only at its next start
+		if m, ok := d.members.get(p.Device); ok && m.Name() != "" {
+			name = m.Name()
+		}
 		pj := api.Peer{
 			Device:        p.Device.String(),
-			Name:          p.Name,
+			Name:          name,
 			PeerID:        p.ID.String(),
 			Connected:     p.Connected,
 			Addresses:     []string{},
@@ -101,7 +105,7 @@ func (d *Daemon) peers() []api.Peer {
 			if p.ClockOffset < 0 {
 				dir = "behind"
 			}
-			pj.ClockWarning = fmt.Sprintf("%s's clock is %s %s this device's", p.Name, off.Round(time.Second), dir)
+			pj.ClockWarning = fmt.Sprintf("%s's clock is %s %s this device's", name, off.Round(time.Second), dir)
 		}
 		out = append(out, pj)
 	}
@@ -234,6 +238,9 @@ func (d *Daemon) join(ctx context.Context, inv peer.Invite) error {
 	}
 	if err := d.store.SetLibrary(ctx, store.Library{ID: inv.Library.ID, Secret: inv.Library.Secret}); err != nil {
 		return errors.Join(err, d.startNode(context.WithoutCancel(ctx), nil))
+	}
+	if err := d.joined(ctx, inv); err != nil {
+		d.log.Warn("record this device as added by its inviter", "err", err)
 	}
 	d.log.Info("joined library", "library", hex.EncodeToString(inv.Library.ID[:]), "inviter", inv.Peer)
 	return d.startNode(context.WithoutCancel(ctx), inv.PeerAddrs())

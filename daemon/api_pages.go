@@ -208,8 +208,9 @@ func (d *Daemon) streamShelf(w http.ResponseWriter, r *http.Request, q store.Pag
 	}
 }
 
-// namesHash is a digest of the device names books are shown with, which
-// change without the books changing.
+// namesHash is a digest of the device names books are shown with (the
+// newest names and the name histories), which change without the books
+// changing.
 func (d *Daemon) namesHash() uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -219,6 +220,17 @@ func (d *Daemon) namesHash() uint64 {
 		h.Write(binary.BigEndian.AppendUint64(nil, uint64(id)))
 		h.Write([]byte(name))
 		sum += h.Sum64() // order-free: maps have none
+	}
+	for id, names := range d.history {
+		h := fnv.New64a()
+		h.Write(binary.BigEndian.AppendUint64([]byte{'h'}, uint64(id)))
+		for _, n := range names {
+			h.Write(binary.BigEndian.AppendUint64(nil, n.At.Wall))
+			h.Write(binary.BigEndian.AppendUint32(nil, n.At.Logical))
+			h.Write([]byte(n.Value))
+			h.Write([]byte{0})
+		}
+		sum += h.Sum64()
 	}
 	return sum
 }

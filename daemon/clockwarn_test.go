@@ -100,7 +100,7 @@ func TestFarFutureRecordDoesNotDragTheClock(t *testing.T) {
 		t.Errorf("a write after the delete did not revive the book: %+v", b)
 	}
 	// Renaming this device wins over the forged far-future name.
-	if err := d.rename(ctx, "laptop 2"); err != nil {
+	if err := d.renameSelf(ctx, "laptop 2"); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := c.Status(ctx); err != nil || st.Device.Name != "laptop 2" {

@@ -96,12 +96,17 @@ type Daemon struct {
 	mu      sync.Mutex // guards the fields below
 	clock   *crdt.Clock
 	names   map[crdt.DeviceID]string
+	history map[crdt.DeviceID][]crdt.Text // names over time (members.go)
 	node    *peer.Node
 	visible int // books on the shelf
 	deleted int // books with a winning tombstone
 	// clockWarns: the writers whose records arrived stamped ahead of the
 	// clock (clockwarn.go).
 	clockWarns map[crdt.DeviceID]clockWarn
+
+	// members is the member set of the library (members.go), which the
+	// peer layer's gater reads.
+	members memberSet
 
 	joinMu  sync.Mutex // serialises joins, which swap the node
 	pairs   pairings   // the open short-code invitation (pairing.go)
@@ -160,6 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		store:      st,
 		hub:        newHub(),
 		names:      make(map[crdt.DeviceID]string),
+		history:    make(map[crdt.DeviceID][]crdt.Text),
 		clockWarns: make(map[crdt.DeviceID]clockWarn),
 		serveErr:   make(chan error, 2),
 		closing:    make(chan struct{}),
@@ -239,7 +245,7 @@ func (d *Daemon) init(ctx context.Context) error {
 		d.cfg.Name = "danyue"
 	}
 	if d.names[d.self] != d.cfg.Name {
-		if err := d.rename(ctx, d.cfg.Name); err != nil {
+		if err := d.renameSelf(ctx, d.cfg.Name); err != nil {
 			return fmt.Errorf("set device name: %w", err)
 		}
 	}
@@ -290,6 +296,13 @@ func (d *Daemon) loadState(ctx context.Context) error {
 // (e.g. the inviter after a join) besides the configured static peers.
 func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) error {
 	lib, _ := d.store.Library()
+	// The gater reads the members from the first connection on.
+	if err := d.loadMembers(ctx); err != nil {
+		return err
+	}
+	if err := d.ensureSelf(ctx, d.self); err != nil {
+		return fmt.Errorf("record this device as a member: %w", err)
+	}
 	listen, err := parseAddrs(d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -301,7 +314,7 @@ func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) err
 	node, err := peer.New(ctx, peer.Config{
 		Identity: d.identity,
 		Library:  peer.Library{ID: lib.ID, Secret: lib.Secret},
-		Name:     d.cfg.Name,
+		Name:     d.selfName(),
 		Store:    syncStore{d},
 		Listen:   listen,
 		Peers:    append(static, extra...),
@@ -309,6 +322,7 @@ func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) err
 		Now:      d.now,
 		Logger:   d.log.With("component", "peer"),
 		OnEvent:  d.onPeerEvent,
+		Removed:  d.members.removed,
 	})
 	if err != nil {
 		return fmt.Errorf("start peer network: %w", err)

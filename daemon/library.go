@@ -134,12 +134,6 @@ func (d *Daemon) deleteBook(ctx context.Context, key crdt.BookKey) (crdt.Book, e
 	return d.bookAfter(ctx, key, res, err)
 }
 
-// rename records this device's name in the library.
-func (d *Daemon) rename(ctx context.Context, name string) error {
-	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RenameDevice(at, name) })
-	return err
-}
-
 // applyBook applies a change to one book and returns its state after it.
 func (d *Daemon) applyBook(ctx context.Context, key crdt.BookKey, b store.Batch) (crdt.Book, error) {
 	res, err := d.apply(ctx, b)
@@ -187,12 +181,15 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 	var events []Event
 	// A client that subscribes meanwhile did so after these changes.
 	publish := remote && d.hub.active()
+	var removed []crdt.DeviceID
 	d.mu.Lock()
 	for i := range changes {
 		c := &changes[i]
 		switch c.Entry.Kind {
 		case crdt.KindDevice:
 			d.names[c.Entry.Device.ID] = c.Entry.Device.Name.Value
+		case crdt.KindMember:
+			removed = append(removed, d.membersChangedLocked(&c.Entry.Member)...)
 		case crdt.KindBook:
 			existed := c.Prev.Kind == crdt.KindBook
 			was, is := existed && c.Prev.Book.Visible(), c.Entry.Book.Visible()
@@ -210,6 +207,7 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 		}
 	}
 	d.mu.Unlock()
+	d.disconnectRemoved(removed)
 	for _, e := range events {
 		d.hub.publish(e)
 	}
@@ -225,16 +223,17 @@ func (d *Daemon) count(exists, visible bool, delta int) {
 	}
 }
 
-// viewer renders records with the current device names; callers hold d.mu.
+// viewer renders records with the name each write's device had when it
+// made it; callers hold d.mu.
 func (d *Daemon) viewerLocked() viewer {
-	return viewer{self: d.self, name: func(id crdt.DeviceID) string { return d.names[id] }}
+	return viewer{self: d.self, name: d.nameAtLocked}
 }
 
 func (d *Daemon) viewer() viewer {
-	names := func(id crdt.DeviceID) string {
+	names := func(t crdt.Timestamp) string {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		return d.names[id]
+		return d.nameAtLocked(t)
 	}
 	return viewer{self: d.self, name: names}
 }
@@ -302,6 +301,9 @@ func (d *Daemon) onPeerEvent(ev peer.Event) {
 	p := ev.Peer
 	switch ev.Kind {
 	case peer.PeerConnected, peer.PeerDisconnected:
+		if ev.Kind == peer.PeerConnected {
+			d.noteHello(p.Device)
+		}
 		// The peer layer has logged it.
 		d.hub.publish(Event{Type: "peer", Data: api.PeerEvent{Device: p.Device.String(), Name: p.Name, Connected: ev.Kind == peer.PeerConnected}})
 	case peer.PeerClockSkewed:

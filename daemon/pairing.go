@@ -176,6 +176,9 @@ func (d *Daemon) handlePairingCreate(w http.ResponseWriter, r *http.Request) err
 	}
 	go func() {
 		<-host.Done()
+		if o, _ := host.Outcome(); o.Paired {
+			d.notePaired(parsePairAD(o.PeerAD).Device)
+		}
 		v := e.view()
 		log.Info("pairing ended", "channel", inv.Code.Channel, "state", v.State, "device", v.Device, "name", v.DeviceName, "detail", v.Detail)
 	}()

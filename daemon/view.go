@@ -10,10 +10,12 @@ import (
 	"github.com/danyue/danyue/daemon/api"
 )
 
-// viewer renders records for one device, naming devices by the registry.
+// viewer renders records for one device. name is the name of a write's
+// device when it made the write (the stamp's device at the stamp), so a
+// rename never changes how history is shown.
 type viewer struct {
 	self crdt.DeviceID
-	name func(crdt.DeviceID) string
+	name func(crdt.Timestamp) string
 }
 
 func (v viewer) book(b *crdt.Book) api.Book {
@@ -33,7 +35,7 @@ func (v viewer) book(b *crdt.Book) api.Book {
 		out.ReadTime.ByDevice[s.Device.String()] = s.Ms
 	}
 	if out.Deleted {
-		at, by, name := rfc3339(b.Deleted.Wall), b.Deleted.Device.String(), v.name(b.Deleted.Device)
+		at, by, name := rfc3339(b.Deleted.Wall), b.Deleted.Device.String(), v.name(b.Deleted)
 		out.DeletedAt, out.DeletedBy, out.DeletedByName = &at, &by, &name
 	}
 	if !b.Deleted.IsZero() {
@@ -51,7 +53,7 @@ func (v viewer) position(p crdt.Position) *api.Position {
 		Char:       p.Char,
 		Percent:    p.Percent.Float(),
 		Device:     p.At.Device.String(),
-		DeviceName: v.name(p.At.Device),
+		DeviceName: v.name(p.At),
 		At:         rfc3339(p.At.Wall),
 		Stamp:      stamp(p.At),
 	}
@@ -64,7 +66,7 @@ func stamp(t crdt.Timestamp) string {
 }
 
 func (v viewer) deleted(b *crdt.Book) api.Deleted {
-	name := v.name(b.Deleted.Device)
+	name := v.name(b.Deleted)
 	title := b.Title.Value
 	if title == "" {
 		title = b.Key.String()

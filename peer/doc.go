@@ -16,6 +16,10 @@
 //
 // A device is named by DeviceIDOf(peer id); an invite code (EncodeInvite)
 // carries the library and, as a hint, the inviter's peer id and addresses.
+// A device removed from the library (Config.Removed) is refused by the
+// connection gater (gater.go) in both directions, as soon as its identity is
+// known; until the secret rotates, a new identity made with the secret is
+// not.
 //
 // Static peers, peers given to Connect and every peer that has completed a
 // hello (a member) are kept connected: when a member is lost it is redialled

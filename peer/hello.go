@@ -17,18 +17,19 @@ import (
 // build speaks; protocolIDs lists every version it speaks, newest first.
 // Each version has its own libp2p protocol id, so that libp2p's protocol
 // negotiation picks the newest both sides speak before the first frame.
-const ProtocolID = "/danyue/sync/3"
+const ProtocolID = "/danyue/sync/4"
 
-var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/2", "/danyue/sync/1"}
+var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/3", "/danyue/sync/2", "/danyue/sync/1"}
 
 // ProtocolVersion is the version of the sync protocol this build speaks, sent
 // in every hello. A peer outside [MinProtocolVersion, ProtocolVersion] is
 // refused with an Error frame that says which side is too old. Version 2
 // adds the puller's Ack frames (see wireAck); version 3 the kosync link
 // records, which older versions would refuse and so are not sent to them
-// (knowsKind). A stream's version is the one its protocol id names.
+// (knowsKind); version 4 the member records, likewise. A stream's version
+// is the one its protocol id names.
 const (
-	ProtocolVersion    = 3
+	ProtocolVersion    = 4
 	MinProtocolVersion = 1
 )
 
@@ -45,7 +46,13 @@ func streamVersion(s network.Stream) uint64 {
 // knowsKind reports whether a puller of protocol version v can take
 // records of kind k.
 func knowsKind(v uint64, k crdt.Kind) bool {
-	return k != crdt.KindKosyncLink || v >= 3
+	switch k {
+	case crdt.KindKosyncLink:
+		return v >= 3
+	case crdt.KindMember:
+		return v >= 4
+	}
+	return true
 }
 
 // Errors of the hello exchange, seen from this device. Both sides of a

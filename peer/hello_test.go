@@ -139,7 +139,7 @@ func rawHost(t *testing.T, lib Library) host.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(&Config{Identity: newKey(t), Listen: loopback}, psk)
+	h, err := newHost(&Config{Identity: newKey(t), Listen: loopback}, psk, &gater{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,8 +49,9 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 // Noise, yamux, and none of the public-internet machinery: no relay, no NAT
 // port mapping, no hole punching, no AutoNAT probing, no observed-address
 // discovery, no ping service. The resource manager keeps its default scaled
-// limits, with the connection rate limit on inbound connections only.
-func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
+// limits, with the connection rate limit on inbound connections only. g
+// refuses removed devices (gater.go).
+func newHost(cfg *Config, psk pnet.PSK, g *gater) (host.Host, error) {
 	listen := cfg.Listen
 	if len(listen) == 0 {
 		for _, s := range defaultListen {
@@ -82,6 +83,7 @@ func newHost(cfg *Config, psk pnet.PSK) (host.Host, error) {
 		libp2p.QUICReuse(func() (*quicreuse.ConnManager, error) { return nil, nil }),
 		libp2p.ListenAddrs(listen...),
 		libp2p.ConnectionManager(cm),
+		libp2p.ConnectionGater(g),
 		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(),
 		libp2p.Ping(false),

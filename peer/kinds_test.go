@@ -11,16 +11,19 @@ import (
 )
 
 // A puller that speaks an older protocol is not sent the records its
-// version would refuse (kosync links before version 3): it gets the rest,
+// version would refuse (kosync links before version 3, members before 4):
+// it gets the rest,
 // and its cursor moves past what it was not sent.
 func TestOlderPullerGetsOnlyKindsItKnows(t *testing.T) {
 	for _, tc := range []struct {
-		proto protocol.ID
-		links bool
+		proto   protocol.ID
+		links   bool
+		members bool
 	}{
-		{"/danyue/sync/2", false},
-		{"/danyue/sync/1", false},
-		{ProtocolID, true},
+		{"/danyue/sync/3", true, false},
+		{"/danyue/sync/2", false, false},
+		{"/danyue/sync/1", false, false},
+		{ProtocolID, true, true},
 	} {
 		t.Run(string(tc.proto), func(t *testing.T) {
 			lib := newLib(t)
@@ -33,6 +36,13 @@ func TestOlderPullerGetsOnlyKindsItKnows(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := a.store.write(link); err != nil {
+				t.Fatal(err)
+			}
+			member, err := crdt.AddMember(crdt.LibraryID(lib.ID), DeviceIDOf(a.id), DeviceIDOf(a.id), a.store.now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.store.write(member); err != nil {
 				t.Fatal(err)
 			}
 			if err := a.store.fill(1); err != nil { // a later change, after the link
@@ -68,12 +78,13 @@ func TestOlderPullerGetsOnlyKindsItKnows(t *testing.T) {
 				}
 				seq = f.Batch.Seq
 			}
-			sawLink := false
+			sawLink, sawMember := false, false
 			for _, k := range kinds {
 				sawLink = sawLink || k == crdt.KindKosyncLink
+				sawMember = sawMember || k == crdt.KindMember
 			}
-			if sawLink != tc.links {
-				t.Errorf("version %d puller got kinds %v; links sent: %v, want %v", version, kinds, sawLink, tc.links)
+			if sawLink != tc.links || sawMember != tc.members {
+				t.Errorf("version %d puller got kinds %v; links sent: %v, want %v; members sent: %v, want %v", version, kinds, sawLink, tc.links, sawMember, tc.members)
 			}
 			if len(kinds) == 0 || kinds[len(kinds)-1] != crdt.KindBook {
 				t.Errorf("the change after the link did not arrive: %v", kinds)

@@ -48,6 +48,11 @@ type Config struct {
 	// OnEvent, if set, is called with peer events, in order, from one
 	// goroutine; it should not block for long.
 	OnEvent func(Event)
+	// Removed, if set, reports whether a device was removed from the
+	// library: its connections are refused (gater.go). It is called on
+	// libp2p's goroutines, for every dial and connection, and must not
+	// block.
+	Removed func(crdt.DeviceID) bool
 }
 
 // Node is one device's presence on the library's private network: a libp2p
@@ -63,6 +68,7 @@ type Node struct {
 	sub    event.Subscription
 	disc   *discovery
 	events *eventQueue
+	gater  *gater
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -114,7 +120,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
-	h, err := newHost(&cfg, psk)
+	g := &gater{removed: cfg.Removed}
+	h, err := newHost(&cfg, psk, g)
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
@@ -128,6 +135,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		log:    cfg.Logger,
 		now:    cfg.Now,
 		host:   h,
+		gater:  g,
 		self:   DeviceIDOf(h.ID()),
 		store:  cfg.Store,
 		sub:    sub,
@@ -191,6 +199,8 @@ func (n *Node) Close() error {
 		n.trackMu.Lock()
 		n.closed = true
 		n.trackMu.Unlock()
+		// From here no dial starts, libp2p's own included (gater.go).
+		n.gater.closing.Store(true)
 		n.cancel()
 		for _, id := range protocolIDs {
 			n.host.RemoveStreamHandler(id)

@@ -76,6 +76,10 @@ func (r LostRecord) Name() string {
 		return fmt.Sprintf("kosync user %q", rest)
 	case crdt.KindKosyncProgress:
 		return fmt.Sprintf("kosync progress %q", strings.ReplaceAll(string(rest), "\x00", " "))
+	case crdt.KindMember:
+		if len(rest) == 16+8 {
+			return fmt.Sprintf("member %x of library %x", rest[16:], rest[:16])
+		}
 	}
 	return fmt.Sprintf("%v %x", r.Kind(), rest)
 }

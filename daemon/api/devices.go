@@ -1,0 +1,55 @@
+package api
+
+// Member is a device of the library, as GET /v1/devices shows it: who it is,
+// who added it, whether it was removed (forgotten), and how it is doing as
+// a peer of this device.
+type Member struct {
+	ID   string `json:"id"`   // the device id, 16 hex digits
+	Name string `json:"name"` // its newest name; "" if it never told
+	Self bool   `json:"self"` // this device
+	// Names is the device's name history, oldest first (the newest 16):
+	// what its older writes are shown with.
+	Names []MemberName `json:"names"`
+	// AddedBy and AddedAt say who added it (the inviter of its pairing, or
+	// itself for the device that made the library or that was in it before
+	// members were recorded); null if only a removal or a name is known.
+	AddedBy     *string `json:"addedBy"`
+	AddedByName string  `json:"addedByName,omitempty"`
+	AddedAt     *string `json:"addedAt"` // RFC 3339, UTC
+	// Removed: forgotten by a member; no member accepts its connections.
+	Removed       bool    `json:"removed"`
+	RemovedBy     *string `json:"removedBy"`
+	RemovedByName string  `json:"removedByName,omitempty"`
+	RemovedAt     *string `json:"removedAt"`
+	// As a peer of this device (see Peer); all zero for this device itself.
+	Connected bool    `json:"connected"`
+	LastSeen  *string `json:"lastSeen"`
+	// ClockOffsetMs is how far its clock is ahead of this device's
+	// (negative: behind), measured at its last hello; null if never measured.
+	ClockOffsetMs *int64 `json:"clockOffsetMs"`
+	ClockWarning  string `json:"clockWarning,omitempty"`
+	// Behind is how many of its changes this device has still to merge, as
+	// far as it last said.
+	Behind uint64 `json:"behind"`
+	InSync bool   `json:"inSync"`
+}
+
+// MemberName is one name a device had, from the time it took it.
+type MemberName struct {
+	Name  string `json:"name"`
+	Since string `json:"since"` // RFC 3339, UTC
+}
+
+// Members is the answer of GET /v1/devices.
+type Members struct {
+	Devices []Member `json:"devices"`
+}
+
+// RenameRequest is the body of PUT /v1/devices/self/name.
+type RenameRequest struct {
+	Name *string `json:"name"`
+}
+
+// CodeAmbiguous: a device was named by a name several devices have; give
+// its id.
+const CodeAmbiguous = "ambiguous"

@@ -1,0 +1,366 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/peer"
+)
+
+// Who is in the library. The members are replicated records
+// (crdt.Member, one per device of the library): a device adds itself when
+// it starts in a library it is not a member of yet, the inviter of a
+// pairing adds the joiner and the joiner adds itself as added by its
+// inviter, and a member that completes a hello with a device it does not
+// know adds it, which is how the devices of a library made before members
+// were recorded learn each other. A removal (danyue forget) wins over every
+// addition, and the peer layer's gater refuses a removed device's
+// connections on every member that has merged the removal.
+
+// memberSet is the member records of the library this daemon is in. It has
+// a lock of its own: the gater reads it on libp2p's goroutines for every
+// dial and connection, and must never wait for the daemon's lock.
+type memberSet struct {
+	mu   sync.RWMutex
+	lib  crdt.LibraryID
+	byID map[crdt.DeviceID]crdt.Member
+}
+
+// reset makes the set that of library lib, holding list.
+func (s *memberSet) reset(lib crdt.LibraryID, list []crdt.Member) {
+	byID := make(map[crdt.DeviceID]crdt.Member, len(list))
+	for _, m := range list {
+		byID[m.ID] = m
+	}
+	s.mu.Lock()
+	s.lib, s.byID = lib, byID
+	s.mu.Unlock()
+}
+
+// removed reports whether device id was removed from the library: what
+// the gater asks (peer.Config.Removed).
+func (s *memberSet) removed(id crdt.DeviceID) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.byID[id]
+	return ok && m.IsRemoved()
+}
+
+func (s *memberSet) get(id crdt.DeviceID) (crdt.Member, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.byID[id]
+	return m, ok
+}
+
+func (s *memberSet) library() crdt.LibraryID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.lib
+}
+
+// list returns every record of the library, in device id order.
+func (s *memberSet) list() []crdt.Member {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]crdt.Member, 0, len(s.byID))
+	for _, m := range s.byID {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b crdt.Member) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// update takes the new state of a record, as committed, and reports
+// whether the device was removed by it. Records of other libraries are not
+// this set's.
+func (s *memberSet) update(m crdt.Member) (removedNow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Library != s.lib || s.byID == nil {
+		return false
+	}
+	old := s.byID[m.ID]
+	s.byID[m.ID] = m
+	return m.IsRemoved() && !old.IsRemoved()
+}
+
+// libraryID is the id of the library the store is in.
+func (d *Daemon) libraryID() crdt.LibraryID {
+	lib, _ := d.store.Library()
+	return crdt.LibraryID(lib.ID)
+}
+
+// loadMembers reads the member records of the current library into the
+// set the gater and the API read, and this device's name history from the
+// member records of every library it was in.
+func (d *Daemon) loadMembers(ctx context.Context) error {
+	lib := d.libraryID()
+	list, err := d.store.Members(ctx, lib)
+	if err != nil {
+		return fmt.Errorf("read the members: %w", err)
+	}
+	d.members.reset(lib, list)
+	return d.store.Scan(ctx, crdt.KindMember, func(e crdt.Entry) error {
+		d.mu.Lock()
+		d.noteNamesLocked(&e.Member)
+		d.mu.Unlock()
+		return nil
+	})
+}
+
+// noteNamesLocked merges a member record's names into the device's name
+// history, which keeps the names of all libraries: a device's names are its
+// own. Callers hold d.mu.
+func (d *Daemon) noteNamesLocked(m *crdt.Member) {
+	if len(m.Names) == 0 {
+		return
+	}
+	h := crdt.Member{ID: m.ID, Names: d.history[m.ID]}
+	if h.Merge(&crdt.Member{ID: m.ID, Names: m.Names}) {
+		d.history[m.ID] = h.Names
+	}
+}
+
+// nameAtLocked is the name device t.Device had at t: from its name history
+// if it has one, else its newest name. Callers hold d.mu.
+func (d *Daemon) nameAtLocked(t crdt.Timestamp) string {
+	if h := d.history[t.Device]; len(h) > 0 {
+		m := crdt.Member{Names: h}
+		return m.NameAt(t)
+	}
+	return d.names[t.Device]
+}
+
+// ensureSelf makes this device a member of the current library, added by
+// by, if it is not one yet, and records its current name there if the
+// library does not have it.
+func (d *Daemon) ensureSelf(ctx context.Context, by crdt.DeviceID) error {
+	lib := d.members.library()
+	m, _ := d.members.get(d.self)
+	if m.IsRemoved() {
+		d.log.Warn("this device was removed from the library (forgotten by another device): the other devices refuse its connections; join again with a new invite", "removed_by", m.Removed.Device)
+	}
+	name := d.selfName()
+	if !m.Added.IsZero() && m.Name() == name {
+		return nil
+	}
+	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+		e := crdt.MemberEntry(crdt.Member{Library: lib, ID: d.self})
+		if m.Added.IsZero() {
+			add, err := crdt.AddMember(lib, d.self, by, at)
+			if err != nil {
+				return crdt.Entry{}, err
+			}
+			e = add
+		}
+		if m.Name() != name {
+			n, err := crdt.NameMember(lib, at, name)
+			if err != nil {
+				return crdt.Entry{}, err
+			}
+			if _, err := e.Merge(&n); err != nil {
+				return crdt.Entry{}, err
+			}
+		}
+		return e, nil
+	})
+	return err
+}
+
+// selfName is this device's name.
+func (d *Daemon) selfName() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return cmp.Or(d.names[d.self], d.cfg.Name)
+}
+
+// addMember records that device id was added to the current library by
+// this device, unless it is known there already.
+func (d *Daemon) addMember(ctx context.Context, id crdt.DeviceID, why string) error {
+	if m, ok := d.members.get(id); ok && !m.Added.IsZero() {
+		return nil
+	}
+	lib := d.members.library()
+	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, id, d.self, at) })
+	if err != nil {
+		return fmt.Errorf("add device %s to the members: %w", id, err)
+	}
+	d.log.Info("added a device to the library's members", "device", id, "why", why)
+	return nil
+}
+
+// noteHello adds a device that completed a hello and is not a member yet:
+// one of a library made before members were recorded, or one that joined
+// by the long invite code, which carries the secret (peer/gater.go).
+func (d *Daemon) noteHello(id crdt.DeviceID) {
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+	defer cancel()
+	if err := d.addMember(ctx, id, "it completed a hello"); err != nil {
+		d.log.Warn("record a device that said hello", "device", id, "err", err)
+	}
+}
+
+// handshakeWrite bounds a member write made on behalf of the peer layer or
+// a pairing.
+const handshakeWrite = 10 * time.Second
+
+// membersChangedLocked applies committed member records to the set and the name
+// history, and returns the devices they removed. Callers hold d.mu.
+func (d *Daemon) membersChangedLocked(m *crdt.Member) (removed []crdt.DeviceID) {
+	d.noteNamesLocked(m)
+	if d.members.update(*m) {
+		removed = append(removed, m.ID)
+	}
+	return removed
+}
+
+// disconnectRemoved closes the connections of devices just removed; the
+// gater refuses their new ones.
+func (d *Daemon) disconnectRemoved(ids []crdt.DeviceID) {
+	if len(ids) == 0 {
+		return
+	}
+	d.mu.Lock()
+	node := d.node
+	d.mu.Unlock()
+	for _, id := range ids {
+		if id == d.self {
+			m, _ := d.members.get(id)
+			d.log.Warn("this device was forgotten by another device of the library: the others refuse its connections; join again with a new invite", "removed_by", m.Removed.Device)
+			continue
+		}
+		d.log.Warn("a device was removed from the library; its connections are refused", "device", id)
+		if node != nil {
+			node.Disconnect(id)
+		}
+	}
+}
+
+// renameSelf gives this device a new name, in the member set and in its
+// device record (which devices of older versions read). History keeps the
+// names it was shown with: each write is shown with the name its device had
+// when it made it.
+func (d *Daemon) renameSelf(ctx context.Context, name string) error {
+	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RenameDevice(at, name) }); err != nil {
+		return err
+	}
+	lib := d.libraryID()
+	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.NameMember(lib, at, name) })
+	return err
+}
+
+// errNoMember is returned for a device that is not in the library.
+var errNoMember = errors.New("no such device")
+
+// errAmbiguous is returned for a name several members have.
+var errAmbiguous = errors.New("several devices have that name")
+
+// findMember resolves a device given by id or by name to a record of the
+// current library.
+func (d *Daemon) findMember(ref string) (crdt.Member, error) {
+	if id, err := crdt.ParseDeviceID(ref); err == nil {
+		if m, ok := d.members.get(id); ok {
+			return m, nil
+		}
+	}
+	var found []crdt.Member
+	for _, m := range d.members.list() {
+		if d.memberName(&m) == ref {
+			found = append(found, m)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return crdt.Member{}, fmt.Errorf("%w: %q is neither the id nor the name of a device of this library", errNoMember, ref)
+	case 1:
+		return found[0], nil
+	}
+	ids := make([]string, len(found))
+	for i, m := range found {
+		ids[i] = m.ID.String()
+	}
+	return crdt.Member{}, fmt.Errorf("%w: %q names %v; give the id", errAmbiguous, ref, ids)
+}
+
+// memberName is a member's newest name: from its member record, else from
+// its device record.
+func (d *Daemon) memberName(m *crdt.Member) string {
+	if n := m.Name(); n != "" {
+		return n
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.names[m.ID]
+}
+
+// errForgetSelf refuses to forget this device itself.
+var errForgetSelf = errors.New("a device cannot forget itself")
+
+// forget removes a device from the library. The gater refuses it at once
+// here, and on every other member as the removal reaches it. The library
+// secret does not change: the forgotten device can still reach the library
+// with a new identity (see peer/gater.go).
+func (d *Daemon) forget(ctx context.Context, ref string) (crdt.Member, error) {
+	m, err := d.findMember(ref)
+	if err != nil {
+		return crdt.Member{}, err
+	}
+	if m.ID == d.self {
+		return crdt.Member{}, errForgetSelf
+	}
+	if m.IsRemoved() {
+		return m, nil
+	}
+	lib := d.members.library()
+	res, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, m.ID, at) })
+	if err != nil {
+		return crdt.Member{}, err
+	}
+	for _, c := range res.Changed {
+		if c.Entry.Kind == crdt.KindMember && c.Entry.Member.ID == m.ID && c.Entry.Member.Library == lib {
+			return c.Entry.Member, nil
+		}
+	}
+	got, _ := d.members.get(m.ID)
+	return got, nil
+}
+
+// notePaired adds the device a short-code pairing let in, as added by this
+// device, the inviter. Its device id is what it said in the pairing's
+// associated data, which the PAKE authenticated.
+func (d *Daemon) notePaired(device string) {
+	id, err := crdt.ParseDeviceID(device)
+	if err != nil {
+		d.log.Warn("a paired device gave no device id; it is added when it first syncs", "device", device)
+		return
+	}
+	if m, ok := d.members.get(id); ok && m.IsRemoved() {
+		d.log.Warn("a forgotten device paired again: it stays forgotten, and every member refuses its connections; wipe its data dir (a new device) and pair that", "device", id)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+	defer cancel()
+	if err := d.addMember(ctx, id, "it paired by short code"); err != nil {
+		d.log.Warn("record a paired device", "device", id, "err", err)
+	}
+}
+
+// joined records, in the library this device is joining, that it was
+// added by the inviter whose invite it used (a long code, or the one a
+// short-code pairing handed over), or by itself if the invite does not say
+// who made it.
+func (d *Daemon) joined(ctx context.Context, inv peer.Invite) error {
+	lib, by := crdt.LibraryID(inv.Library.ID), d.self
+	if inv.Peer != "" {
+		by = peer.DeviceIDOf(inv.Peer)
+	}
+	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, d.self, by, at) })
+	return err
+}

@@ -1,0 +1,224 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
+)
+
+// member returns the device id's entry in d's /v1/devices, if listed.
+func member(t *testing.T, d *testDaemon, id string) (api.Member, bool) {
+	t.Helper()
+	list, err := d.client.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return api.Member{}, false
+}
+
+// pairDevices pairs joiner into inviter's library by short code.
+func pairDevices(t *testing.T, inviter, joiner *testDaemon) {
+	t.Helper()
+	ctx := ctxT(t)
+	p := mustDo(inviter.client.Pair(ctx))(t)
+	mustDo(joiner.client.JoinAt(ctx, p.Code, p.Addresses[0]))(t)
+	if got := mustDo(inviter.client.Pairing(ctx, p.ID, true))(t); got.State != api.PairingPaired {
+		t.Fatalf("pairing ended %+v", got)
+	}
+}
+
+// Issue 15: a device that paired by short code is a member on both devices,
+// added by its inviter, and each lists the other as connected.
+func TestPairedDeviceIsAMember(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "phone", nil)
+	pairDevices(t, a, b)
+	aID, bID := a.Device().String(), b.Device().String()
+	for _, d := range []*testDaemon{a, b} {
+		poll.Until(t, "both devices listed on "+d.cfg.Name, 10*time.Second, func() bool {
+			pa, okA := member(t, d, aID)
+			pb, okB := member(t, d, bID)
+			return okA && okB && pa.Name == "laptop" && pb.Name == "phone" && pb.AddedBy != nil && pa.AddedBy != nil
+		})
+		list := mustDo(d.client.Devices(ctxT(t)))(t)
+		if len(list) != 2 || !list[0].Self || list[0].ID != d.Device().String() {
+			t.Fatalf("%s lists %+v, want two devices, itself first", d.cfg.Name, list)
+		}
+		pb, _ := member(t, d, bID)
+		if *pb.AddedBy != aID || pb.AddedByName != "laptop" || pb.Removed || pb.AddedAt == nil {
+			t.Errorf("%s: phone %+v, want added by laptop", d.cfg.Name, pb)
+		}
+		pa, _ := member(t, d, aID)
+		if *pa.AddedBy != aID {
+			t.Errorf("%s: laptop added by %s, want itself (it made the library)", d.cfg.Name, *pa.AddedBy)
+		}
+	}
+	poll.Until(t, "each to list the other connected", 10*time.Second, func() bool {
+		pa, _ := member(t, b, aID)
+		pb, _ := member(t, a, bID)
+		return pa.Connected && pb.Connected && pa.LastSeen != nil && pa.ClockOffsetMs != nil
+	})
+}
+
+// Issue 15: a forgotten device is refused at once by the device that forgot
+// it and, as the removal replicates, by every other member: nothing it
+// writes reaches the library any more, while the others keep syncing.
+func TestForgottenDeviceIsRefused(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "lost phone", nil)
+	c := startPairable(t, "tablet", nil)
+	pairDevices(t, a, b)
+	pairDevices(t, a, c)
+	ctx := ctxT(t)
+	bID := b.Device().String()
+	poll.Until(t, "C to know the phone", 10*time.Second, func() bool { _, ok := member(t, c, bID); return ok })
+
+	// C forgets B by name; A, which B syncs with, learns it from C.
+	got := mustDo(c.client.Forget(ctx, "lost phone"))(t)
+	if !got.Removed || got.ID != bID || got.RemovedBy == nil || *got.RemovedBy != c.Device().String() {
+		t.Fatalf("forget answered %+v", got)
+	}
+	poll.Until(t, "A to learn of the removal and drop the phone", 10*time.Second, func() bool {
+		m, _ := member(t, a, bID)
+		return m.Removed && !m.Connected && len(a.nodeConns(b)) == 0
+	})
+	// B keeps redialling A, its inviter; every attempt is refused, and
+	// what it writes stays with it. C's writes still reach A.
+	mustDo(b.client.SetPosition(ctx, keyB, 7, 0.01, "written after being forgotten"))(t)
+	mustDo(c.client.SetPosition(ctx, keyA, 9, 0.01, "tablet's book"))(t)
+	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
+	dials := b.nodeStats().DialAttempts
+	poll.Until(t, "B to redial A twice more", 30*time.Second, func() bool { return b.nodeStats().DialAttempts >= dials+2 })
+	if _, err := a.client.Book(ctx, keyB); err == nil {
+		t.Fatal("a book the forgotten device wrote reached A")
+	}
+	if conns := a.nodeConns(b); len(conns) != 0 {
+		t.Fatalf("A holds %d connections to the forgotten device", len(conns))
+	}
+	// Forgetting again changes nothing; forgetting itself or a stranger is
+	// refused.
+	if again := mustDo(a.client.Forget(ctx, bID))(t); !again.Removed || *again.RemovedBy != c.Device().String() {
+		t.Fatalf("forgetting again gave %+v", again)
+	}
+	_, err := a.client.Forget(ctx, a.Device().String())
+	wantAPIError(t, err, api.CodeInvalid)
+	_, err = a.client.Forget(ctx, "no such device")
+	wantAPIError(t, err, api.CodeNotFound)
+}
+
+// Issue 15: a rename replicates, and history keeps the name it was shown
+// with: a position written before the rename shows the old name on every
+// device, one written after it the new name.
+func TestRenameKeepsHistory(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "phone", nil)
+	pairDevices(t, a, b)
+	ctx := ctxT(t)
+	mustDo(a.client.SetPosition(ctx, keyA, 100, 0.1, "Before"))(t)
+	waitBook(t, b.client, keyA, "B to see A's first position", func(bk api.Book) bool { return bk.Position != nil })
+
+	renamed := mustDo(a.client.Rename(ctx, "study laptop"))(t)
+	if renamed.Name != "study laptop" || len(renamed.Names) != 2 || renamed.Names[0].Name != "laptop" {
+		t.Fatalf("rename answered %+v", renamed)
+	}
+	mustDo(a.client.SetPosition(ctx, keyB, 200, 0.2, "After"))(t)
+	aID := a.Device().String()
+	poll.Until(t, "B to learn the new name", 10*time.Second, func() bool {
+		m, _ := member(t, b, aID)
+		return m.Name == "study laptop"
+	})
+	waitBook(t, b.client, keyB, "B to see A's second position", func(bk api.Book) bool { return bk.Position != nil })
+	for _, d := range []*testDaemon{a, b} {
+		before := mustDo(d.client.Book(ctx, keyA))(t)
+		after := mustDo(d.client.Book(ctx, keyB))(t)
+		if before.Position.DeviceName != "laptop" || after.Position.DeviceName != "study laptop" {
+			t.Errorf("%s shows the position before the rename by %q, after it by %q; want laptop and study laptop",
+				d.cfg.Name, before.Position.DeviceName, after.Position.DeviceName)
+		}
+	}
+	if st := mustDo(a.client.Status(ctx))(t); st.Device.Name != "study laptop" {
+		t.Errorf("status names the device %q", st.Device.Name)
+	}
+	if peers := mustDo(b.client.Peers(ctx))(t); len(peers) != 1 || peers[0].Name != "study laptop" {
+		t.Errorf("B's peers %+v, want A as study laptop", peers)
+	}
+	_, err := a.client.Rename(ctx, "bad\nname")
+	wantAPIError(t, err, api.CodeInvalid)
+}
+
+// nodeConns returns d's connections to o's peer id.
+func (d *testDaemon) nodeConns(o *testDaemon) []string {
+	d.mu.Lock()
+	node := d.node
+	d.mu.Unlock()
+	var out []string
+	for _, p := range node.Peers() {
+		if p.ID == o.nodeID() && p.Connected {
+			out = append(out, p.ID.String())
+		}
+	}
+	return out
+}
+
+func (d *testDaemon) nodeStats() peer.Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.node.Stats()
+}
+
+// Issue 15: a library made before members were recorded upgrades cleanly:
+// two devices that share a library but hold no member records of each
+// other (each knows only the secret) become members of it on both, and a
+// device that completes a hello without being known (a device of an older
+// version, which sends no member records) is added by the device it said
+// hello to.
+func TestMembersOfAnOlderLibrary(t *testing.T) {
+	a := startDaemon(t, func(c *Config) { c.Name = "old laptop" })
+	lib, _ := a.store.Library()
+	addrs := a.node.Addrs()
+	b := startDaemon(t, func(c *Config) {
+		c.Name = "old phone"
+		c.Peers = []string{addrs[0].String()}
+		// B was in A's library before members existed: its store holds the
+		// library, and nothing says who is in it.
+		if _, err := store.MakePrivateDir(c.DataDir); err != nil {
+			t.Fatal(err)
+		}
+		st, err := store.Open(context.Background(), storeDir(c.DataDir), store.Options{Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if err := st.SetLibrary(context.Background(), lib); err != nil {
+			t.Fatal(err)
+		}
+	})
+	aID, bID := a.Device().String(), b.Device().String()
+	for _, d := range []*testDaemon{a, b} {
+		poll.Until(t, "both to be members on "+d.cfg.Name, 10*time.Second, func() bool {
+			ma, okA := member(t, d, aID)
+			mb, okB := member(t, d, bID)
+			return okA && okB && ma.AddedBy != nil && mb.AddedBy != nil && !ma.Removed && !mb.Removed
+		})
+	}
+
+	// A device of an older version says hello: it is added, by A.
+	old := crdt.DeviceID(0x0123456789abcdef)
+	a.noteHello(old)
+	m, ok := member(t, a, old.String())
+	if !ok || m.AddedBy == nil || *m.AddedBy != aID || m.Removed {
+		t.Fatalf("after its hello the older device is %+v (listed %v), want added by A", m, ok)
+	}
+	poll.Until(t, "B to learn of it", 10*time.Second, func() bool { _, ok := member(t, b, old.String()); return ok })
+}

@@ -1,0 +1,88 @@
+package peer
+
+import (
+	"sync/atomic"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// gater is the node's libp2p connection gater. It refuses, in both
+// directions, every connection with a device removed from the library
+// (Config.Removed): a dial to one is refused before it starts, and a
+// connection from one as soon as its identity is authenticated, before any
+// stream is opened. The check runs on every connection, so a removal that
+// arrives by sync takes effect at once, on every member that has merged it
+// (Node.Disconnect closes the connections already open).
+//
+// What it does not do: the private network's key still comes from the
+// library secret, which a removed device keeps. A device that is no member
+// but knows the current secret is taken for a device joining by the long
+// invite code (which carries that secret): the gater lets it in, and the
+// daemon adds it to the members when its hello completes. A removed device
+// that makes a new identity is such a device. Only rotating the secret when
+// a device is removed closes that door.
+//
+// Once the node is closing the gater refuses every dial, libp2p's own
+// included: a dial that starts while libp2p tears its transports down can
+// crash in its dial worker (libp2p issue 1545).
+type gater struct {
+	removed func(crdt.DeviceID) bool // nil: nobody was removed
+	closing atomic.Bool
+}
+
+var _ interface {
+	InterceptPeerDial(lpeer.ID) bool
+	InterceptAddrDial(lpeer.ID, ma.Multiaddr) bool
+	InterceptAccept(network.ConnMultiaddrs) bool
+	InterceptSecured(network.Direction, lpeer.ID, network.ConnMultiaddrs) bool
+	InterceptUpgraded(network.Conn) (bool, control.DisconnectReason)
+} = (*gater)(nil)
+
+// refused reports whether the device of p was removed from the library.
+func (g *gater) refused(p lpeer.ID) bool {
+	return g.removed != nil && g.removed(DeviceIDOf(p))
+}
+
+func (g *gater) InterceptPeerDial(p lpeer.ID) bool {
+	return !g.closing.Load() && !g.refused(p)
+}
+
+func (g *gater) InterceptAddrDial(p lpeer.ID, _ ma.Multiaddr) bool {
+	return !g.closing.Load() && !g.refused(p)
+}
+
+func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool {
+	return !g.closing.Load()
+}
+
+func (g *gater) InterceptSecured(_ network.Direction, p lpeer.ID, _ network.ConnMultiaddrs) bool {
+	return !g.closing.Load() && !g.refused(p)
+}
+
+func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) {
+	return true, 0
+}
+
+// Disconnect closes every connection with device d, for a device just
+// removed from the library: the gater refuses new ones from then on (as
+// long as Config.Removed reports it). It returns how many peers it
+// disconnected.
+func (n *Node) Disconnect(d crdt.DeviceID) int {
+	closed := 0
+	for _, p := range n.host.Network().Peers() {
+		if DeviceIDOf(p) != d {
+			continue
+		}
+		if err := n.host.Network().ClosePeer(p); err != nil {
+			n.log.Warn("close the connections of a removed device", "peer", p, "device", d, "err", err)
+			continue
+		}
+		n.log.Info("closed the connections of a removed device", "peer", p, "device", d)
+		closed++
+	}
+	return closed
+}
