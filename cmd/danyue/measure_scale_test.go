@@ -81,7 +81,7 @@ func measureScale(t *testing.T, books, holders int) {
 	procs := []*daemonProc{a}
 	clients := []*client.Client{ca}
 	for i := 1; i < holders; i++ {
-		p, c := start(fmt.Sprintf("h%d", i))
+		p, c := start(fmt.Sprintf("h%d", i), staticPeers(t, clients...)...)
 		if res := p.cli(t, "join", code); res.code != 0 {
 			t.Fatalf("join: exit %d, stderr %q", res.code, res.stderr)
 		}
