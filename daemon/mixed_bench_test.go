@@ -34,20 +34,7 @@ func BenchmarkMixedLoad(b *testing.B) {
 	for _, n := range []int{1000, 100_000} {
 		d := startDaemon(b, quietDaemon)
 		fillBooks(b, d, n)
-		ctx := context.Background()
-		var cursors []string
-		q := client.BooksQuery{Limit: 1000, Sort: "key"}
-		for {
-			p, err := d.client.BooksPage(ctx, q)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if p.Next == "" {
-				break
-			}
-			cursors = append(cursors, p.Next)
-			q.Cursor = p.Next
-		}
+		cursors := pageCursors(b, d, client.BooksQuery{Limit: 1000, Sort: "key"})
 		clients := make([]*client.Client, mixedClients)
 		for i := range clients {
 			clients[i] = client.New(d.Socket())

@@ -141,15 +141,7 @@ func (p *Page) seqs() error {
 	if len(p.Items) <= pointReads {
 		for i := range p.Items {
 			key := recordKey(p.Items[i].ID)
-			err := p.value(key, "the book index holds %s, which has no record", func(v []byte) error {
-				seq, ok := parseU64(v)
-				if !ok {
-					return corruptf(p.s.dir, "malformed sequence number under key %s", keyName(key))
-				}
-				p.Items[i].Seq = seq
-				return nil
-			})
-			if err != nil {
+			if err := p.value(key, "the book index holds %s, which has no record", p.setSeq(i, key)); err != nil {
 				return err
 			}
 		}
@@ -169,19 +161,24 @@ func (p *Page) seqs() error {
 		if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
 			return corruptf(p.s.dir, "the book index holds %s, which has no record", keyName(key))
 		}
-		err := it.Item().Value(func(v []byte) error {
-			seq, ok := parseU64(v)
-			if !ok {
-				return corruptf(p.s.dir, "malformed sequence number under key %s", keyName(key))
-			}
-			p.Items[i].Seq = seq
-			return nil
-		})
-		if err != nil {
+		if err := it.Item().Value(p.setSeq(i, key)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// setSeq returns what sets item i's sequence number from the value of its
+// record, under key.
+func (p *Page) setSeq(i int, key []byte) func([]byte) error {
+	return func(v []byte) error {
+		seq, ok := parseU64(v)
+		if !ok {
+			return corruptf(p.s.dir, "malformed sequence number under key %s", keyName(key))
+		}
+		p.Items[i].Seq = seq
+		return nil
+	}
 }
 
 // eachChunk is how many records Each reads before decoding them: what it

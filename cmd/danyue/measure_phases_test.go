@@ -35,11 +35,7 @@ func TestMeasurePhases(t *testing.T) {
 	if books <= 0 {
 		t.Skip("set DANYUE_MEASURE_PHASES=<books> to measure each phase's RSS")
 	}
-	if bin := os.Getenv("DANYUE_MEASURE_BIN"); bin != "" {
-		old := danyueBin
-		danyueBin = bin
-		t.Cleanup(func() { danyueBin = old })
-	}
+	useMeasureBin(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	dataA, dataB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
@@ -93,6 +89,16 @@ func TestMeasurePhases(t *testing.T) {
 	})
 	t.Logf("%-32s %s", "a device joining (the server)", served())
 	phase(t, b, "joiner idle 10 s", func() { time.Sleep(10 * time.Second) })
+}
+
+// useMeasureBin runs the build of danyue DANYUE_MEASURE_BIN names, if set,
+// instead of this one, for the rest of the test.
+func useMeasureBin(t *testing.T) {
+	if bin := os.Getenv("DANYUE_MEASURE_BIN"); bin != "" {
+		old := danyueBin
+		danyueBin = bin
+		t.Cleanup(func() { danyueBin = old })
+	}
 }
 
 // restart starts the daemon of data again and reports its peak while it
