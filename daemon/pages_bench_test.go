@@ -19,19 +19,7 @@ func BenchmarkListBooks(b *testing.B) {
 		d := startDaemon(b, quietDaemon)
 		fillBooks(b, d, n)
 		ctx := context.Background()
-		var cursors []string
-		q := client.BooksQuery{Limit: 100}
-		for {
-			p, err := d.client.BooksPage(ctx, q)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if p.Next == "" {
-				break
-			}
-			cursors = append(cursors, p.Next)
-			q.Cursor = p.Next
-		}
+		cursors := pageCursors(b, d, client.BooksQuery{Limit: 100})
 		b.Run(fmt.Sprintf("books=%d/walk=1000", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
@@ -66,6 +54,23 @@ func BenchmarkListBooks(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// pageCursors walks the shelf a page of q at a time and returns the cursor
+// after each page but the last, to start pages from all over the shelf.
+func pageCursors(b *testing.B, d *testDaemon, q client.BooksQuery) []string {
+	var cursors []string
+	for {
+		p, err := d.client.BooksPage(context.Background(), q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if p.Next == "" {
+			return cursors
+		}
+		cursors = append(cursors, p.Next)
+		q.Cursor = p.Next
 	}
 }
 

@@ -3,7 +3,7 @@ package daemon
 // Records become API documents here; nothing in them is stored.
 
 import (
-	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -61,8 +61,26 @@ func (v viewer) position(p crdt.Position) *api.Position {
 
 // stamp formats a timestamp so that string order is timestamp order: fixed
 // width wall time and counter, then the device.
+// Every book rendered has one or three, so it is built by hand, not by fmt.
 func stamp(t crdt.Timestamp) string {
-	return fmt.Sprintf("%015d.%010d.%s", t.Wall, t.Logical, t.Device)
+	b := make([]byte, 0, 15+1+10+1+16)
+	b = appendPadded(b, t.Wall, 15)
+	b = append(b, '.')
+	b = appendPadded(b, uint64(t.Logical), 10)
+	b = append(b, '.')
+	b = append(b, t.Device.String()...)
+	return string(b)
+}
+
+// appendPadded appends n in decimal, zero-padded to width digits (as
+// fmt's %0*d).
+func appendPadded(b []byte, n uint64, width int) []byte {
+	var d [20]byte
+	digits := strconv.AppendUint(d[:0], n, 10)
+	for range width - len(digits) {
+		b = append(b, '0')
+	}
+	return append(b, digits...)
 }
 
 func (v viewer) deleted(b *crdt.Book) api.Deleted {

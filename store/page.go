@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -124,10 +125,28 @@ func (m *merger) next() []byte {
 	return pos
 }
 
-// seqs reads the sequence numbers of the page's books, in id order with
-// one forward-seeking iterator: much cheaper than a point read each, whose
-// cost grows with the levels of the tree.
+// pointReads is the largest page whose records are read a point read
+// each. A seek of an iterator positions it in every table that may hold
+// the prefix (each level-0 table and one table of each level), while a
+// point read finds a key that is in the memtable there and skips the tables
+// whose bloom filter rules it out. An iterator pays off over many keys read
+// in key order, in the same blocks: a page of hundreds, as a walk of the
+// shelf reads. Apps reading a screenful, most recently read first, read
+// books that are still in the memtable.
+const pointReads = 32
+
+// seqs reads the sequence numbers of the page's books: a point read each
+// for a small page, else in id order with one forward-seeking iterator.
 func (p *Page) seqs() error {
+	if len(p.Items) <= pointReads {
+		for i := range p.Items {
+			key := recordKey(p.Items[i].ID)
+			if err := p.value(key, "the book index holds %s, which has no record", p.setSeq(i, key)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	byID := make([]int, len(p.Items))
 	for i := range byID {
 		byID[i] = i
@@ -142,19 +161,24 @@ func (p *Page) seqs() error {
 		if !it.Valid() || !bytes.Equal(it.Item().Key(), key) {
 			return corruptf(p.s.dir, "the book index holds %s, which has no record", keyName(key))
 		}
-		err := it.Item().Value(func(v []byte) error {
-			seq, ok := parseU64(v)
-			if !ok {
-				return corruptf(p.s.dir, "malformed sequence number under key %s", keyName(key))
-			}
-			p.Items[i].Seq = seq
-			return nil
-		})
-		if err != nil {
+		if err := it.Item().Value(p.setSeq(i, key)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// setSeq returns what sets item i's sequence number from the value of its
+// record, under key.
+func (p *Page) setSeq(i int, key []byte) func([]byte) error {
+	return func(v []byte) error {
+		seq, ok := parseU64(v)
+		if !ok {
+			return corruptf(p.s.dir, "malformed sequence number under key %s", keyName(key))
+		}
+		p.Items[i].Seq = seq
+		return nil
+	}
 }
 
 // eachChunk is how many records Each reads before decoding them: what it
@@ -167,6 +191,23 @@ const eachChunk = 128
 // It reads a chunk of records in sequence order with one forward-seeking
 // iterator, as Scan does, then decodes the chunk in page order.
 func (p *Page) Each(fn func(crdt.Entry) error) error {
+	if len(p.Items) <= pointReads {
+		for _, item := range p.Items {
+			var e crdt.Entry
+			sk := seqKey(item.Seq)
+			err := p.value(sk, "a record points to index entry %s, which is missing", func(v []byte) (err error) {
+				e, err = p.decode(v, item)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	it := p.txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pSeq}})
 	defer it.Close()
 	var (
@@ -195,12 +236,9 @@ func (p *Page) Each(fn func(crdt.Entry) error) error {
 			spans[i] = [2]int{from, len(buf)}
 		}
 		for i, item := range chunk {
-			e, err := crdt.Decode(buf[spans[i][0]:spans[i][1]])
+			e, err := p.decode(buf[spans[i][0]:spans[i][1]], item)
 			if err != nil {
-				return corruptf(p.s.dir, "record under key %s does not decode: %v", keyName(seqKey(item.Seq)), err)
-			}
-			if !bytes.Equal(e.AppendID(nil), item.ID) {
-				return corruptf(p.s.dir, "index entry %s holds another record than %s", keyName(seqKey(item.Seq)), keyName(recordKey(item.ID)))
+				return err
 			}
 			if err := fn(e); err != nil {
 				return err
@@ -208,4 +246,30 @@ func (p *Page) Each(fn func(crdt.Entry) error) error {
 		}
 	}
 	return nil
+}
+
+// value calls fn with the value of key in the page's snapshot; a missing
+// key is damage, described by missing with the key's name.
+func (p *Page) value(key []byte, missing string, fn func([]byte) error) error {
+	item, err := p.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return corruptf(p.s.dir, missing, keyName(key))
+	}
+	if err != nil {
+		return ioErr(p.s.dir, "read a page", err)
+	}
+	return item.Value(fn)
+}
+
+// decode decodes the record of a page's item and checks that it is the
+// book the index names.
+func (p *Page) decode(v []byte, item PageItem) (crdt.Entry, error) {
+	e, err := crdt.Decode(v)
+	if err != nil {
+		return e, corruptf(p.s.dir, "record under key %s does not decode: %v", keyName(seqKey(item.Seq)), err)
+	}
+	if !bytes.Equal(e.AppendID(nil), item.ID) {
+		return e, corruptf(p.s.dir, "index entry %s holds another record than %s", keyName(seqKey(item.Seq)), keyName(recordKey(item.ID)))
+	}
+	return e, nil
 }

@@ -32,11 +32,7 @@ func TestMeasureListing(t *testing.T) {
 	if books <= 0 {
 		t.Skip("set DANYUE_MEASURE_LIST=<books> to measure listing a shelf")
 	}
-	if bin := os.Getenv("DANYUE_MEASURE_BIN"); bin != "" {
-		old := danyueBin
-		danyueBin = bin
-		t.Cleanup(func() { danyueBin = old })
-	}
+	useMeasureBin(t)
 	data := os.Getenv("DANYUE_MEASURE_DATA")
 	if data == "" {
 		data = filepath.Join(t.TempDir(), "data")
