@@ -43,11 +43,7 @@ func TestMeasureScale(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("DANYUE_MEASURE_PEERS")); err == nil && n > 0 {
 		holders = n
 	}
-	if bin := os.Getenv("DANYUE_MEASURE_BIN"); bin != "" {
-		old := danyueBin
-		danyueBin = bin
-		t.Cleanup(func() { danyueBin = old })
-	}
+	useMeasureBin(t)
 	for _, books := range sizes {
 		t.Run(fmt.Sprintf("%d books, %d holders", books, holders), func(t *testing.T) {
 			measureScale(t, books, holders)
