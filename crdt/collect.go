@@ -43,6 +43,26 @@ import (
 // delete, so the record must be shipped again, to it. A device coming back
 // with older state therefore cannot resurrect the book, and learns the
 // delete from whoever it sends its old copy to.
+//
+// What the rest of the daemon must do for this to hold (the model check in
+// collect_sim_test.go does exactly this, and fails without each of them):
+//
+//   - Gossip: with every pull, the puller takes the sender's summaries and
+//     the sender's own (store Summary), keeping the latest of each device
+//     (Summaries.Add); each device collects with Stable over the current
+//     members and purges what Collectible allows (store Purge).
+//   - Old copies reach someone: a peer pulls from 0 a store that is behind
+//     its cursor into it or behind its summary (Summaries.Behind), as it does
+//     today when the cursor is past the store's end; and a pull from 0 (a
+//     new, wiped or restored puller) first gets the sender's residues (store
+//     Residues), since the sender no longer ships those books.
+//   - Forgetting a member drops every cursor into it, so that if it ever
+//     comes back all of its store is pulled again.
+//   - Sequence numbers of one epoch never name two states. A store restored
+//     from a copy of its database finds the loss in its acknowledged journal
+//     and continues its sequence; a copy of the whole data directory cannot
+//     tell, and reuses numbers its peers think they have, with or without
+//     collection; it should start a new epoch once a peer finds it behind.
 
 // Cursor is how far a device has merged another device's changes: that
 // device, its store epoch, and the last of its sequence numbers merged.
