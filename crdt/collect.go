@@ -45,7 +45,7 @@ import (
 // delete from whoever it sends its old copy to.
 //
 // What the rest of the daemon must do for this to hold (the model check in
-// collect_sim_test.go does exactly this, and fails without each of them):
+// collect_sim_test.go, and store's on real stores, do exactly this):
 //
 //   - Gossip: with every pull, the puller takes the sender's summaries and
 //     the sender's own (store Summary), keeping the latest of each device

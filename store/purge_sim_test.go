@@ -36,8 +36,14 @@ type simStore struct {
 	backupShadow map[crdt.BookKey]crdt.Book
 }
 
+// simT is what the simulation fails through: a rapid.T or a testing.T.
+type simT interface {
+	Fatalf(format string, args ...any)
+	Fatal(args ...any)
+}
+
 type storeSim struct {
-	t     *rapid.T
+	t     simT
 	tb    testing.TB
 	ctx   context.Context
 	wall  uint64
@@ -247,6 +253,71 @@ func (m *storeSim) check(when string) {
 			if vis != sh.Visible() || vis && (v.Position != sh.Position || !slices.Equal(v.ReadTime, sh.ReadTime)) {
 				m.t.Fatalf("%s: device %s shows %s as %+v (visible %v); everything it received: %+v", when, d.id, k, v, vis, sh)
 			}
+		}
+	}
+}
+
+func newSimStore(m *storeSim, root string, i int) *simStore {
+	d := &simStore{id: crdt.DeviceID(0x10 + i), dir: filepath.Join(root, fmt.Sprint(i)), known: crdt.Summaries{}, shadow: map[crdt.BookKey]crdt.Book{}}
+	m.open(d)
+	m.devs = append(m.devs, d)
+	return d
+}
+
+// TestRestoredCopyAfterPurge is the scenario of issue 15: a device's
+// database is restored from a copy taken before a delete, after every
+// device collected the book. The store finds the loss (its journal) and
+// pulls everything again from 0, which brings the residue: the book stays
+// deleted, on the restored device too, and is not collected back.
+func TestRestoredCopyAfterPurge(t *testing.T) {
+	m := &storeSim{t: t, tb: t, ctx: context.Background(), wall: 1_767_225_600_000, stats: &simStats{}}
+	root := t.TempDir()
+	a, b := newSimStore(m, root, 0), newSimStore(m, root, 1)
+	defer func() { // stores are reopened on backup and restore
+		a.s.Close()
+		b.s.Close()
+	}()
+	round := func() {
+		for range 2 {
+			m.pull(a, b, 0)
+			m.pull(b, a, 0)
+		}
+	}
+	m.write(a, key(1), 0)
+	m.write(a, key(2), 0)
+	round()
+	m.backup(b) // b shows book 1
+	m.write(a, key(1), 1)
+	round()
+	m.collect(a)
+	m.collect(b)
+	if m.stats.collected != 2 {
+		t.Fatalf("collected %d, want book 1 on both devices", m.stats.collected)
+	}
+	m.restore(b)
+	if l, lost := b.s.Loss(); !lost {
+		t.Fatal("the restored database was not found short")
+	} else {
+		t.Logf("restored: %d changes lost, cursors forgotten", l.Changes())
+	}
+	if v, _, _ := m.view(b, key(1)); !v.Visible() {
+		t.Fatal("the old copy should show book 1 before it syncs")
+	}
+	round()
+	m.check("after the restored device synced")
+	for _, d := range m.devs {
+		if v, has, rec := m.view(d, key(1)); !has || v.Visible() || v.Deleted.IsZero() {
+			t.Fatalf("%s: book 1 is %+v (held %v, record %v), want deleted", d.id, v, has, rec)
+		}
+	}
+	if _, _, rec := m.view(a, key(1)); rec {
+		t.Fatal("the old copy brought the record back on a device that had collected it")
+	}
+	m.collect(a)
+	m.collect(b)
+	for _, d := range m.devs {
+		if _, del, _ := d.s.BookCounts(m.ctx); del != 0 {
+			t.Fatalf("%s holds %d deleted books after collecting again", d.id, del)
 		}
 	}
 }
