@@ -42,6 +42,8 @@ type Batch struct {
 	// Daily, if non-nil, adds local reading time to a day's statistics.
 	// It is never synced and takes no sequence number.
 	Daily *DailyAdd
+
+	purge *purgeReq // set by Purge alone (purge.go)
 }
 
 // Result says what a batch changed.

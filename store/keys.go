@@ -17,6 +17,7 @@ import (
 //	'd' key         an idempotency key, empty value, with a TTL
 //	'y' 2006-01-02  the day's local reading time in ms (uint64)
 //	'o' order scope position   a book index entry, empty (index.go)
+//	'g' id          a collected book's residue: its trimmed encoding (purge.go)
 //
 // Every record has exactly one 's' entry, at its latest sequence number: a
 // change deletes the old one in the same transaction. So "everything since N"
@@ -25,12 +26,13 @@ import (
 // read goes through 'r' to 's'. All integers are big-endian so that keys
 // sort numerically.
 const (
-	pMeta   = 'm'
-	pRecord = 'r'
-	pSeq    = 's'
-	pCursor = 'c'
-	pDedup  = 'd'
-	pDaily  = 'y'
+	pMeta    = 'm'
+	pRecord  = 'r'
+	pSeq     = 's'
+	pCursor  = 'c'
+	pDedup   = 'd'
+	pDaily   = 'y'
+	pResidue = 'g'
 )
 
 var (
@@ -49,6 +51,8 @@ func countKey(kind crdt.Kind) []byte {
 func recordKey(id []byte) []byte {
 	return append([]byte{pRecord}, id...)
 }
+
+func residueKey(id []byte) []byte { return append([]byte{pResidue}, id...) }
 
 func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{pSeq}, seq)

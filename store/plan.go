@@ -42,6 +42,7 @@ type rec struct {
 	changed bool
 	prev    crdt.Entry // the record before this batch, if stored
 	cur     crdt.Entry
+	residue bool // cur is the residue of a collected book (purge.go)
 }
 
 type write struct {
@@ -53,6 +54,9 @@ type write struct {
 func (g *group) plan(b *Batch) (*plan, error) {
 	s := g.s
 	p := &plan{s: s, txn: g.txn, recs: make(map[string]*rec, len(b.Entries)), seq: g.seq, hw: g.hw}
+	if b.purge != nil {
+		return p, p.purge(b.purge)
+	}
 	p.slab = make([]rec, 0, max(1, len(b.Entries)))
 	if err := s.checkExtras(b); err != nil {
 		return nil, err
@@ -142,6 +146,9 @@ func (p *plan) merge(e *crdt.Entry) error {
 		p.mark(r)
 		return nil
 	}
+	if r.residue && !r.changed && p.absorbed(r, e) {
+		return nil
+	}
 	changed, err := r.cur.Merge(e)
 	if err != nil {
 		return fmt.Errorf("apply to store %s: %w", p.s.dir, err)
@@ -186,6 +193,8 @@ func (p *plan) load(id []byte) (*rec, error) {
 	}
 	if found {
 		r.stored, r.live, r.seq, r.cur, r.prev = true, true, seq, e, e.Clone()
+	} else if err := p.loadResidue(r); err != nil {
+		return nil, err
 	}
 	p.recs[string(id)] = r
 	return r, nil
@@ -236,6 +245,9 @@ func (p *plan) records() error {
 			return fmt.Errorf("apply to store %s: %w", p.s.dir, err)
 		}
 		p.seq++
+		if r.residue {
+			p.writes = append(p.writes, write{key: residueKey(r.id), del: true})
+		}
 		if r.stored {
 			p.writes = append(p.writes, write{key: seqKey(r.seq), del: true})
 		} else {
