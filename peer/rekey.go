@@ -232,3 +232,29 @@ func (n *Node) OfferRekey(ctx context.Context, r Rekey, skip func(crdt.DeviceID)
 func (n *Node) ListenAddrs() []ma.Multiaddr {
 	return n.host.Network().ListenAddresses()
 }
+
+// MemberAddrs returns the known addresses, each with its /p2p component,
+// of every peer that completed a hello or is kept connected, except those
+// the gater refuses: where a node replacing this one, or one on a previous
+// secret, finds the library's members.
+func (n *Node) MemberAddrs() []ma.Multiaddr {
+	n.mu.Lock()
+	var ids []lpeer.ID
+	for id, st := range n.peers {
+		if (st.member || st.kept) && id != n.host.ID() && !n.gater.refused(id) {
+			ids = append(ids, id)
+		}
+	}
+	n.mu.Unlock()
+	var out []ma.Multiaddr
+	for _, id := range ids {
+		p2p, err := ma.NewComponent("p2p", id.String())
+		if err != nil {
+			continue
+		}
+		for _, a := range n.host.Peerstore().Addrs(id) {
+			out = append(out, a.Encapsulate(p2p))
+		}
+	}
+	return out
+}

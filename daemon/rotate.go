@@ -1,0 +1,348 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"regexp"
+	"time"
+
+	"github.com/multiformats/go-multiaddr"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
+)
+
+// Rotating the library secret. Forgetting a device closes the member set
+// to it, but the private network's key comes from the library secret,
+// which the forgotten device keeps: with it (under a new identity, or a
+// copy of its data dir) it would come back as a newcomer. So a removal
+// moves the library to a new secret, one epoch up:
+//
+//   - The device that rotates makes a fresh random secret, stores it next
+//     to the old one (store.RotateLibrary, one atomic write), hands it to
+//     every connected member over the old network (the rekey protocol,
+//     peer/rekey.go, on connections the old key and Noise authenticate),
+//     then restarts its node on the new key, on the same ports.
+//   - A member that takes a new secret does the same, so it spreads.
+//   - A device keeps a restricted node on each superseded secret: it admits
+//     only non-removed members, carries only rekey offers, and offers the
+//     current secret to every member that connects or that it reaches. A
+//     member offline during the rotation is brought over when it next meets
+//     any device that rotated. The restricted nodes close once every current
+//     member has been seen on the current secret; there is no timer, since a
+//     member away for a month must still be brought over without pairing
+//     again, and a restricted node exchanges nothing else.
+//   - Two devices rotating at once make two secrets for one epoch: every
+//     device takes the one that supersedes (store.Library.Supersedes: higher
+//     epoch, then larger hash), so they converge wherever the two meet.
+//
+// Who rotates: the device that forgets another rotates at once. A leave
+// (a device removing itself) is rotated by the members that learn of it,
+// each after a short random delay and only if its epoch has not moved
+// since it learned: the first one's offer moves the others.
+
+// rekeyOfferTimeout bounds handing the new secret to the connected members
+// before leaving the old network.
+const rekeyOfferTimeout = 10 * time.Second
+
+// leaveRotateJitter spreads the rotations of the members that learn of a
+// leave together: the first offers its secret to the others, whose epoch
+// has then moved.
+const leaveRotateJitter = 2 * time.Second
+
+// peerLibrary is the library as the peer layer takes it.
+func peerLibrary(l store.Library) peer.Library {
+	return peer.Library{ID: l.ID, Secret: l.Secret, Epoch: l.Epoch}
+}
+
+// rotate moves the library to a fresh secret of the next epoch.
+func (d *Daemon) rotate(ctx context.Context, why string) error {
+	d.joinMu.Lock()
+	defer d.joinMu.Unlock()
+	cur, ok := d.store.Library()
+	if !ok {
+		return errors.New("rotate the library secret: no library")
+	}
+	next := store.Library{ID: cur.ID, Epoch: cur.Epoch + 1}
+	if _, err := rand.Read(next.Secret[:]); err != nil {
+		return fmt.Errorf("rotate the library secret: %w", err)
+	}
+	d.log.Info("rotating the library secret", "why", why, "epoch", next.Epoch)
+	return d.moveToLocked(ctx, next, nil)
+}
+
+// moveToLocked makes next the current secret, hands it to the connected
+// members, restarts the node on it (dialling dial too) and runs restricted
+// nodes on the superseded secrets. Callers hold d.joinMu.
+func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []multiaddr.Multiaddr) error {
+	if err := d.store.RotateLibrary(ctx, next); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	old := d.node
+	d.node = nil
+	d.onCurrent = make(map[crdt.DeviceID]bool)
+	d.mu.Unlock()
+	var listen, known []multiaddr.Multiaddr
+	if old != nil {
+		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: old.Addrs()}
+		octx, cancel := context.WithTimeout(ctx, rekeyOfferTimeout)
+		took := old.OfferRekey(octx, offer, d.members.removed)
+		cancel()
+		d.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
+		listen, known = old.ListenAddrs(), old.MemberAddrs()
+		if err := old.Close(); err != nil {
+			d.log.Warn("stop the peer network on the old secret", "err", err)
+		}
+	}
+	extra := append(dial, known...)
+	err := d.startNodeOn(context.WithoutCancel(ctx), listen, extra)
+	if err != nil && listen != nil {
+		d.log.Warn("the peer network cannot listen where it did; listening as configured", "addrs", listen, "err", err)
+		err = d.startNodeOn(context.WithoutCancel(ctx), nil, extra)
+	}
+	if err != nil {
+		return err
+	}
+	d.log.Info("the library moved to a new secret", "epoch", next.Epoch)
+	return d.restartPreviousLocked(ctx, known)
+}
+
+// restartPreviousLocked replaces the restricted nodes by one on each
+// superseded secret, dialling peers. Callers hold d.joinMu.
+func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Multiaddr) error {
+	d.closePreviousLocked()
+	prev := d.store.PreviousLibraries()
+	if len(prev) == 0 {
+		return nil
+	}
+	static, err := parseAddrs(d.cfg.Peers)
+	if err != nil {
+		return fmt.Errorf("--peer: %w", err)
+	}
+	listen, err := parseAddrs(anyPort(d.cfg.Listen))
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	var nodes []*peer.Node
+	for _, p := range prev {
+		n, err := peer.New(context.WithoutCancel(ctx), peer.Config{
+			Identity:   d.identity,
+			Library:    peerLibrary(p),
+			Name:       d.selfName(),
+			Store:      syncStore{d},
+			Listen:     listen,
+			Peers:      append(static, peers...),
+			MDNS:       !d.cfg.NoMDNS,
+			Now:        d.now,
+			Logger:     d.log.With("component", "peer", "secret", "previous", "epoch", p.Epoch),
+			Removed:    d.members.removed,
+			Restricted: true,
+			Admit:      d.members.current,
+			OnRekey:    d.onRekey,
+			RekeyOffer: d.previousOffer,
+		})
+		if err != nil {
+			d.log.Warn("start the node that brings members over from a previous secret", "epoch", p.Epoch, "err", err)
+			continue
+		}
+		nodes = append(nodes, n)
+	}
+	d.mu.Lock()
+	select {
+	case <-d.closing:
+		d.mu.Unlock()
+		for _, n := range nodes {
+			n.Close()
+		}
+		return errors.New("daemon is shutting down")
+	default:
+	}
+	d.previous = nodes
+	d.mu.Unlock()
+	d.log.Info("bringing members over from the previous secrets", "secrets", len(nodes))
+	return nil
+}
+
+// closePreviousLocked closes the restricted nodes. Callers hold d.joinMu,
+// or are closing the daemon.
+func (d *Daemon) closePreviousLocked() {
+	d.mu.Lock()
+	nodes := d.previous
+	d.previous = nil
+	d.mu.Unlock()
+	for _, n := range nodes {
+		if err := n.Close(); err != nil {
+			d.log.Warn("stop a node on a previous secret", "err", err)
+		}
+	}
+}
+
+var tcpPort = regexp.MustCompile(`/tcp/[0-9]+`)
+
+// anyPort is the listen addresses with the ports left to the system: the
+// restricted nodes cannot take the main node's ports. Nil stays nil (the
+// default addresses).
+func anyPort(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		out = append(out, tcpPort.ReplaceAllString(a, "/tcp/0"))
+	}
+	return out
+}
+
+// currentOffer is what this device tells a member about the current
+// secret, with where its main node listens.
+func (d *Daemon) currentOffer() (peer.Rekey, bool) {
+	lib, ok := d.store.Library()
+	if !ok {
+		return peer.Rekey{}, false
+	}
+	r := peer.Rekey{Library: peerLibrary(lib), Removed: d.members.removedIDs()}
+	d.mu.Lock()
+	if d.node != nil {
+		r.Addrs = d.node.Addrs()
+	}
+	d.mu.Unlock()
+	return r, true
+}
+
+// previousOffer is what a restricted node offers every member it meets:
+// the current secret.
+func (d *Daemon) previousOffer(to crdt.DeviceID) (peer.Rekey, bool) {
+	if !d.members.current(to) {
+		return peer.Rekey{}, false
+	}
+	return d.currentOffer()
+}
+
+// mainOffer runs when a device connects to the main node: it is on the
+// current secret. A library that has rotated tells it the epoch (a device
+// that joined by an invite does not know it).
+func (d *Daemon) mainOffer(to crdt.DeviceID) (peer.Rekey, bool) {
+	d.noteOnCurrent(to)
+	r, ok := d.currentOffer()
+	if !ok || r.Library.Epoch == 0 || d.members.removed(to) {
+		return peer.Rekey{}, false
+	}
+	return r, true
+}
+
+// noteOnCurrent records that a device was seen on the current secret, and
+// once every current member has been, closes the restricted nodes and
+// drops the superseded secrets.
+func (d *Daemon) noteOnCurrent(id crdt.DeviceID) {
+	d.mu.Lock()
+	if d.onCurrent == nil {
+		d.onCurrent = make(map[crdt.DeviceID]bool)
+	}
+	d.onCurrent[id] = true
+	pending := len(d.previous) > 0
+	var missing []crdt.DeviceID
+	for _, m := range d.members.list() {
+		if m.ID != d.self && !m.IsRemoved() && !d.onCurrent[m.ID] {
+			missing = append(missing, m.ID)
+		}
+	}
+	d.mu.Unlock()
+	if !pending || len(missing) > 0 {
+		return
+	}
+	d.spawn(func() {
+		d.joinMu.Lock()
+		defer d.joinMu.Unlock()
+		d.closePreviousLocked()
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+		defer cancel()
+		if err := d.store.DropPreviousLibraries(ctx); err != nil {
+			d.log.Warn("forget the previous library secrets", "err", err)
+			return
+		}
+		d.log.Info("every member has the current library secret; the previous secrets are forgotten")
+	})
+}
+
+// onRekey takes a member's offer of a secret (peer.Config.OnRekey): the
+// epoch of the secret this device has, or a secret that supersedes it.
+func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
+	cur, ok := d.store.Library()
+	if !ok || r.Library.ID != cur.ID {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+	defer cancel()
+	offered := store.Library{ID: r.Library.ID, Secret: r.Library.Secret, Epoch: r.Library.Epoch}
+	if offered.Secret == cur.Secret {
+		// Whoever connects on this secret knows it; only the epoch is news.
+		if err := d.store.SetLibraryEpoch(ctx, offered.Epoch); err != nil {
+			d.log.Warn("record the library's epoch", "err", err)
+		}
+		return true
+	}
+	if !offered.Supersedes(cur) {
+		return false
+	}
+	if !d.members.current(from) {
+		d.log.Warn("refused a new library secret from a device that is not a current member", "device", from)
+		return false
+	}
+	d.members.hint(r.Removed)
+	d.log.Info("a member handed over a new library secret", "device", from, "epoch", offered.Epoch)
+	d.spawn(func() {
+		d.joinMu.Lock()
+		defer d.joinMu.Unlock()
+		cur, _ := d.store.Library()
+		if !offered.Supersedes(cur) {
+			return // another offer moved us meanwhile
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
+		defer cancel()
+		if err := d.moveToLocked(ctx, offered, r.Addrs); err != nil {
+			d.log.Error("move to the new library secret", "err", err)
+		}
+	})
+	return true
+}
+
+// rotateAfterLeave rotates the secret after device id left the library,
+// unless the epoch moves (another member rotated) within a short random
+// delay.
+func (d *Daemon) rotateAfterLeave(id crdt.DeviceID) {
+	lib, _ := d.store.Library()
+	epoch := lib.Epoch
+	wait := mrand.N(leaveRotateJitter)
+	d.spawn(func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-d.closing:
+			return
+		}
+		if cur, _ := d.store.Library(); cur.Epoch != epoch {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
+		defer cancel()
+		if err := d.rotate(ctx, fmt.Sprintf("device %s left", id)); err != nil {
+			d.log.Error("rotate the library secret after a device left", "device", id, "err", err)
+		}
+	})
+}
+
+// spawn runs fn on a goroutine Close waits for, unless the daemon is
+// closing.
+func (d *Daemon) spawn(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case <-d.closing:
+		return
+	default:
+	}
+	d.wg.Go(fn)
+}

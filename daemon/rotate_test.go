@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/store"
+)
+
+const keyC = "md5:e2fc714c4727ee9395f324cd2e7f331f"
+
+// library returns d's current library secret.
+func (d *testDaemon) library() store.Library {
+	l, _ := d.store.Library()
+	return l
+}
+
+// previousNodes returns how many restricted nodes d runs.
+func (d *testDaemon) previousNodes() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.previous)
+}
+
+// restart closes d and starts it again on the same data dir, listening on
+// the same peer address (as a device with a fixed --listen port does).
+func restart(t *testing.T, d *testDaemon, down func()) *testDaemon {
+	t.Helper()
+	cfg := d.cfg
+	cfg.Listen = nil
+	for _, a := range d.node.ListenAddrs() {
+		cfg.Listen = append(cfg.Listen, a.String())
+	}
+	d.client.Close()
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	down()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nd, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("restart %s: %v", cfg.Name, err)
+	}
+	td := &testDaemon{Daemon: nd, dir: cfg.DataDir, client: client.New(nd.Socket())}
+	t.Cleanup(func() {
+		td.client.Close()
+		if err := nd.Close(); err != nil {
+			t.Errorf("close daemon: %v", err)
+		}
+	})
+	return td
+}
+
+// noConnectedPeers reports whether d is connected to nobody.
+func noConnectedPeers(t *testing.T, d *testDaemon) bool {
+	for _, p := range mustDo(d.client.Peers(ctxT(t)))(t) {
+		if p.Connected {
+			return false
+		}
+	}
+	return true
+}
+
+// Issue 15: forgetting a device rotates the library secret. C forgets B
+// while A is offline; when A comes back it meets C's node on the old
+// secret, is handed the new one without pairing again, and A and C keep
+// syncing. B, which kept the old secret, exchanges nothing with them, nor
+// does a new identity made with B's secret (an old invite code), and C's
+// node on the old secret closes once every member has the new one.
+func TestForgetRotatesTheSecret(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "lost phone", nil)
+	c := startPairable(t, "tablet", nil)
+	pairDevices(t, a, b)
+	pairDevices(t, a, c)
+	ctx := ctxT(t)
+	bID, cID := b.Device().String(), c.Device().String()
+	poll.Until(t, "C to know the phone and A to know C", 10*time.Second, func() bool {
+		_, okB := member(t, c, bID)
+		mc, okC := member(t, a, cID)
+		return okB && okC && mc.Connected
+	})
+	oldCode := mustDo(a.client.Invite(ctx))(t)
+	old := c.library()
+
+	// A goes offline; C forgets B meanwhile.
+	var forgotten api.Member
+	a = restart(t, a, func() {
+		forgotten = mustDo(c.client.Forget(ctx, "lost phone"))(t)
+		if got := c.library(); got.Epoch != old.Epoch+1 || got.Secret == old.Secret || got.ID != old.ID {
+			t.Fatalf("after forget C's library is %+v, want epoch %d and a new secret", got.Epoch, old.Epoch+1)
+		}
+		if c.previousNodes() != 1 {
+			t.Fatalf("C runs %d nodes on the previous secret, want 1", c.previousNodes())
+		}
+	})
+	if !forgotten.Removed {
+		t.Fatalf("forget answered %+v", forgotten)
+	}
+	// A, back on the old secret, is brought over by C's node on it.
+	poll.Until(t, "A to take C's new secret", 60*time.Second, func() bool { return a.library() == c.library() })
+	mustDo(c.client.SetPosition(ctx, keyA, 9, 0.01, "tablet's book"))(t)
+	mustDo(a.client.SetPosition(ctx, keyB, 7, 0.01, "laptop's book"))(t)
+	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
+	waitBook(t, c.client, keyB, "C to receive A's book", func(bk api.Book) bool { return bk.Position != nil })
+	poll.Until(t, "A to learn that B was forgotten", 10*time.Second, func() bool { m, _ := member(t, a, bID); return m.Removed })
+	poll.Until(t, "C to close its node on the old secret", 30*time.Second, func() bool {
+		return c.previousNodes() == 0 && len(c.store.PreviousLibraries()) == 0
+	})
+
+	// B keeps the old secret and redials; nothing crosses either way.
+	if got := b.library(); got.Secret != old.Secret {
+		t.Fatal("the forgotten device learned the new secret")
+	}
+	mustDo(b.client.SetPosition(ctx, keyC, 3, 0.01, "written after being forgotten"))(t)
+	// A fresh identity with B's secret, by the old invite code.
+	e := startDaemon(t, func(cfg *Config) { cfg.Name = "copy of the phone" })
+	mustDo(e.client.Join(ctx, oldCode))(t)
+	mustDo(e.client.SetPosition(ctx, keyC, 4, 0.01, "a copy's book"))(t)
+	bDials, eDials := b.nodeStats().DialAttempts, e.nodeStats().DialAttempts
+	poll.Until(t, "B and the copy to dial three times more", 60*time.Second, func() bool {
+		return b.nodeStats().DialAttempts >= bDials+3 && e.nodeStats().DialAttempts >= eDials+3
+	})
+	for _, d := range []*testDaemon{a, c} {
+		if _, err := d.client.Book(ctx, keyC); err == nil {
+			t.Errorf("%s received a book from the forgotten device or its copy", d.cfg.Name)
+		}
+		if _, ok := member(t, d, e.Device().String()); ok {
+			t.Errorf("%s lists the copy as a member", d.cfg.Name)
+		}
+	}
+	for _, d := range []*testDaemon{b, e} {
+		if !noConnectedPeers(t, d) {
+			t.Errorf("%s is connected to a device of the library", d.cfg.Name)
+		}
+		if _, err := d.client.Book(ctx, keyB); err == nil {
+			t.Errorf("%s received a book written after the rotation", d.cfg.Name)
+		}
+	}
+}
