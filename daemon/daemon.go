@@ -102,8 +102,9 @@ type Daemon struct {
 	// onCurrent the members seen on the current one (rotate.go).
 	previous  []*peer.Node
 	onCurrent map[crdt.DeviceID]bool
-	visible   int // books on the shelf
-	deleted   int // books with a winning tombstone
+	meet      []multiaddr.Multiaddr // where members on losing secrets listen
+	visible   int                   // books on the shelf
+	deleted   int                   // books with a winning tombstone
 	// clockWarns: the writers whose records arrived stamped ahead of the
 	// clock (clockwarn.go).
 	clockWarns map[crdt.DeviceID]clockWarn

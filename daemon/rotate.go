@@ -7,6 +7,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/multiformats/go-multiaddr"
@@ -84,17 +85,29 @@ func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []mu
 	}
 	d.mu.Lock()
 	old := d.node
-	d.node = nil
-	d.onCurrent = make(map[crdt.DeviceID]bool)
 	d.mu.Unlock()
 	var listen, known []multiaddr.Multiaddr
 	if old != nil {
-		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: old.Addrs()}
+		listen, known = old.ListenAddrs(), old.MemberAddrs()
+	}
+	// The nodes on the superseded secrets first: the offer below names
+	// them, so that a device that rotated at the same time, and whose
+	// secret loses, can be reached on the old network and brought over.
+	if err := d.restartPreviousLocked(ctx, append(slices.Clone(dial), known...)); err != nil {
+		return err
+	}
+	if old != nil {
+		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: append(old.Addrs(), d.previousAddrs()...)}
 		octx, cancel := context.WithTimeout(ctx, rekeyOfferTimeout)
 		took := old.OfferRekey(octx, offer, d.members.removed)
 		cancel()
 		d.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
-		listen, known = old.ListenAddrs(), old.MemberAddrs()
+	}
+	d.mu.Lock()
+	d.node = nil
+	d.onCurrent = make(map[crdt.DeviceID]bool)
+	d.mu.Unlock()
+	if old != nil {
 		if err := old.Close(); err != nil {
 			d.log.Warn("stop the peer network on the old secret", "err", err)
 		}
@@ -109,7 +122,36 @@ func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []mu
 		return err
 	}
 	d.log.Info("the library moved to a new secret", "epoch", next.Epoch)
-	return d.restartPreviousLocked(ctx, known)
+	return nil
+}
+
+// previousAddrs returns where the restricted nodes listen.
+func (d *Daemon) previousAddrs() []multiaddr.Multiaddr {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []multiaddr.Multiaddr
+	for _, n := range d.previous {
+		out = append(out, n.Addrs()...)
+	}
+	return out
+}
+
+// meetOnPrevious dials addrs from the restricted nodes: a member offered
+// a secret that loses to this device's, and its own restricted nodes (on
+// the secret both had before) are where this device's offer reaches it.
+func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
+	d.mu.Lock()
+	nodes := slices.Clone(d.previous)
+	// Restricted nodes started later (a rotation under way) dial them too.
+	d.meet = append(d.meet, addrs...)
+	d.mu.Unlock()
+	for _, n := range nodes {
+		d.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+			defer cancel()
+			_ = n.Connect(ctx, addrs) // kept and redialled if it fails now
+		})
+	}
 }
 
 // restartPreviousLocked replaces the restricted nodes by one on each
@@ -128,6 +170,9 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
+	d.mu.Lock()
+	peers = append(slices.Clone(peers), d.meet...)
+	d.mu.Unlock()
 	var nodes []*peer.Node
 	for _, p := range prev {
 		n, err := peer.New(context.WithoutCancel(ctx), peer.Config{
@@ -208,6 +253,7 @@ func (d *Daemon) currentOffer() (peer.Rekey, bool) {
 		r.Addrs = d.node.Addrs()
 	}
 	d.mu.Unlock()
+	r.Addrs = append(r.Addrs, d.previousAddrs()...)
 	return r, true
 }
 
@@ -256,6 +302,9 @@ func (d *Daemon) noteOnCurrent(id crdt.DeviceID) {
 		d.joinMu.Lock()
 		defer d.joinMu.Unlock()
 		d.closePreviousLocked()
+		d.mu.Lock()
+		d.meet = nil
+		d.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
 		defer cancel()
 		if err := d.store.DropPreviousLibraries(ctx); err != nil {
@@ -284,6 +333,11 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		return true
 	}
 	if !offered.Supersedes(cur) {
+		if d.members.current(from) && len(r.Addrs) > 0 {
+			// A member on a losing or older secret: this device's
+			// restricted nodes offer it the current one.
+			d.meetOnPrevious(r.Addrs)
+		}
 		return false
 	}
 	if !d.members.current(from) {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/hex"
 	"testing"
 	"time"
 
@@ -142,4 +143,74 @@ func TestForgetRotatesTheSecret(t *testing.T) {
 			t.Errorf("%s received a book written after the rotation", d.cfg.Name)
 		}
 	}
+}
+
+// Issue 15: a device that leaves removes itself, and the members that
+// learn of it rotate the secret: they converge on one new secret (even if
+// both rotate at once) and keep syncing, while the device that left is in
+// a library of its own and knows none of it.
+func TestLeaveRotatesTheSecret(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	b := startPairable(t, "old phone", nil)
+	c := startPairable(t, "tablet", nil)
+	pairDevices(t, a, b)
+	pairDevices(t, a, c)
+	ctx := ctxT(t)
+	bID := b.Device().String()
+	poll.Until(t, "C to know the phone", 10*time.Second, func() bool { _, ok := member(t, c, bID); return ok })
+	old := a.library()
+
+	left := mustDo(b.client.Leave(ctx))(t)
+	if !left.Delivered || b.library().ID == old.ID || left.Library.ID == hex.EncodeToString(old.ID[:]) {
+		t.Fatalf("leave answered %+v; B's library %x, the old one %x", left, b.library().ID, old.ID)
+	}
+	for _, d := range []*testDaemon{a, c} {
+		poll.Until(t, d.cfg.Name+" to learn that the phone left", 10*time.Second, func() bool {
+			m, _ := member(t, d, bID)
+			return m.Removed && m.RemovedBy != nil && *m.RemovedBy == bID
+		})
+	}
+	poll.Until(t, "A and C to agree on a new secret", 30*time.Second, func() bool {
+		la, lc := a.library(), c.library()
+		return la == lc && la.Epoch > old.Epoch && la.Secret != old.Secret
+	})
+	mustDo(c.client.SetPosition(ctx, keyA, 9, 0.01, "tablet's book"))(t)
+	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
+	if _, err := b.client.Book(ctx, keyA); err == nil {
+		t.Fatal("the device that left received a book written after")
+	}
+	// Leaving again leaves the library of its own, which has no one else.
+	if again := mustDo(b.client.Leave(ctx))(t); again.Delivered {
+		t.Errorf("a leave with nobody to tell says delivered")
+	}
+}
+
+// Issue 15: two devices that rotate at the same moment make two secrets
+// for one epoch; they converge on the one that supersedes, whichever way
+// the offers cross, and keep syncing.
+func TestConcurrentRotationsConverge(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	c := startPairable(t, "tablet", nil)
+	pairDevices(t, a, c)
+	poll.Until(t, "A and C to know each other", 10*time.Second, func() bool {
+		m, ok := member(t, a, c.Device().String())
+		return ok && m.Connected
+	})
+	old := a.library()
+	errs := make(chan error, 2)
+	for _, d := range []*testDaemon{a, c} {
+		go func() { errs <- d.rotate(context.Background(), "test") }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, "A and C to agree on one secret", 60*time.Second, func() bool {
+		la, lc := a.library(), c.library()
+		return la == lc && la.Epoch == old.Epoch+1
+	})
+	ctx := ctxT(t)
+	mustDo(c.client.SetPosition(ctx, keyA, 9, 0.01, "tablet's book"))(t)
+	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
 }
