@@ -140,6 +140,7 @@ func (d *Daemon) previousAddrs() []multiaddr.Multiaddr {
 // a secret that loses to this device's, and its own restricted nodes (on
 // the secret both had before) are where this device's offer reaches it.
 func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
+	d.log.Info("a member is on a secret that loses to this device's; reaching it on the previous secret", "addrs", addrs)
 	d.mu.Lock()
 	nodes := slices.Clone(d.previous)
 	// Restricted nodes started later (a rotation under way) dial them too.
@@ -209,7 +210,7 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 	}
 	d.previous = nodes
 	d.mu.Unlock()
-	d.log.Info("bringing members over from the previous secrets", "secrets", len(nodes))
+	d.log.Info("bringing members over from the previous secrets", "secrets", len(nodes), "peers", peers)
 	return nil
 }
 
@@ -351,7 +352,12 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		defer d.joinMu.Unlock()
 		cur, _ := d.store.Library()
 		if !offered.Supersedes(cur) {
-			return // another offer moved us meanwhile
+			// This device moved meanwhile (its own rotation, or a better
+			// offer): if the sender's secret lost, bring the sender over.
+			if offered.Secret != cur.Secret {
+				d.meetOnPrevious(r.Addrs)
+			}
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
 		defer cancel()
