@@ -42,7 +42,10 @@ func (s *memberSet) reset(lib crdt.LibraryID, list []crdt.Member) {
 		byID[m.ID] = m
 	}
 	s.mu.Lock()
-	s.lib, s.byID, s.hinted = lib, byID, nil
+	if lib != s.lib {
+		s.hinted = nil // hints are about one library
+	}
+	s.lib, s.byID = lib, byID
 	s.mu.Unlock()
 }
 

@@ -146,6 +146,12 @@ func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
 	// Restricted nodes started later (a rotation under way) dial them too.
 	d.meet = append(d.meet, addrs...)
 	d.mu.Unlock()
+	d.dialFromPrevious(nodes, addrs)
+}
+
+// dialFromPrevious has each restricted node of nodes dial addrs, and keep
+// redialling them.
+func (d *Daemon) dialFromPrevious(nodes []*peer.Node, addrs []multiaddr.Multiaddr) {
 	for _, n := range nodes {
 		d.spawn(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
@@ -171,9 +177,6 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	d.mu.Lock()
-	peers = append(slices.Clone(peers), d.meet...)
-	d.mu.Unlock()
 	var nodes []*peer.Node
 	for _, p := range prev {
 		n, err := peer.New(context.WithoutCancel(ctx), peer.Config{
@@ -209,7 +212,13 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 	default:
 	}
 	d.previous = nodes
+	// Members met on losing secrets (meetOnPrevious) are dialled by the
+	// nodes published here, whichever of the two came first.
+	meet := slices.Clone(d.meet)
 	d.mu.Unlock()
+	if len(meet) > 0 {
+		d.dialFromPrevious(nodes, meet)
+	}
 	d.log.Info("bringing members over from the previous secrets", "secrets", len(nodes), "peers", peers)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -239,20 +240,20 @@ func (n *Node) ListenAddrs() []ma.Multiaddr {
 // secret, finds the library's members.
 func (n *Node) MemberAddrs() []ma.Multiaddr {
 	n.mu.Lock()
-	var ids []lpeer.ID
+	known := make(map[lpeer.ID][]ma.Multiaddr)
 	for id, st := range n.peers {
 		if (st.member || st.kept) && id != n.host.ID() && !n.gater.refused(id) {
-			ids = append(ids, id)
+			known[id] = slices.Clone(st.addrs)
 		}
 	}
 	n.mu.Unlock()
 	var out []ma.Multiaddr
-	for _, id := range ids {
+	for id, addrs := range known {
 		p2p, err := ma.NewComponent("p2p", id.String())
 		if err != nil {
 			continue
 		}
-		for _, a := range n.host.Peerstore().Addrs(id) {
+		for _, a := range mergeAddrs(addrs, n.host.Peerstore().Addrs(id)) {
 			out = append(out, a.Encapsulate(p2p))
 		}
 	}
