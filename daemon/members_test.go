@@ -75,14 +75,9 @@ func TestPairedDeviceIsAMember(t *testing.T) {
 // it and, as the removal replicates, by every other member: nothing it
 // writes reaches the library any more, while the others keep syncing.
 func TestForgottenDeviceIsRefused(t *testing.T) {
-	a := startPairable(t, "laptop", nil)
-	b := startPairable(t, "lost phone", nil)
-	c := startPairable(t, "tablet", nil)
-	pairDevices(t, a, b)
-	pairDevices(t, a, c)
+	a, b, c := threeDevices(t, [3]string{"laptop", "lost phone", "tablet"})
 	ctx := ctxT(t)
 	bID := b.Device().String()
-	poll.Until(t, "C to know the phone", 10*time.Second, func() bool { _, ok := member(t, c, bID); return ok })
 
 	// C forgets B by name; A, which B syncs with, learns it from C.
 	got := mustDo(c.client.Forget(ctx, "lost phone"))(t)

@@ -354,7 +354,17 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		d.log.Warn("refused a new library secret from a device that is not a current member", "device", from)
 		return false
 	}
+	// Refused from now on, and cut off now: nothing written from here on
+	// may reach a device the library removed.
 	d.members.hint(r.Removed)
+	d.mu.Lock()
+	node := d.node
+	d.mu.Unlock()
+	for _, id := range r.Removed {
+		if node != nil && id != d.self {
+			node.Disconnect(id)
+		}
+	}
 	d.log.Info("a member handed over a new library secret", "device", from, "epoch", offered.Epoch)
 	d.spawn(func() {
 		d.joinMu.Lock()

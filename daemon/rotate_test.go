@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/daemon/api"
-	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/internal/poll"
 	"github.com/danyue/danyue/store"
 )
@@ -47,14 +46,20 @@ func restart(t *testing.T, d *testDaemon, down func()) *testDaemon {
 	if err != nil {
 		t.Fatalf("restart %s: %v", cfg.Name, err)
 	}
-	td := &testDaemon{Daemon: nd, dir: cfg.DataDir, client: client.New(nd.Socket())}
-	t.Cleanup(func() {
-		td.client.Close()
-		if err := nd.Close(); err != nil {
-			t.Errorf("close daemon: %v", err)
-		}
-	})
-	return td
+	return adopt(t, nd)
+}
+
+// threeDevices starts three daemons named names, pairs the second and the
+// third into the first's library, and waits until the third knows the
+// second.
+func threeDevices(t *testing.T, names [3]string) (a, b, c *testDaemon) {
+	t.Helper()
+	a, b, c = startPairable(t, names[0], nil), startPairable(t, names[1], nil), startPairable(t, names[2], nil)
+	pairDevices(t, a, b)
+	pairDevices(t, a, c)
+	bID := b.Device().String()
+	poll.Until(t, "the third device to know the second", 10*time.Second, func() bool { _, ok := member(t, c, bID); return ok })
+	return a, b, c
 }
 
 // noConnectedPeers reports whether d is connected to nobody.
@@ -74,17 +79,12 @@ func noConnectedPeers(t *testing.T, d *testDaemon) bool {
 // does a new identity made with B's secret (an old invite code), and C's
 // node on the old secret closes once every member has the new one.
 func TestForgetRotatesTheSecret(t *testing.T) {
-	a := startPairable(t, "laptop", nil)
-	b := startPairable(t, "lost phone", nil)
-	c := startPairable(t, "tablet", nil)
-	pairDevices(t, a, b)
-	pairDevices(t, a, c)
+	a, b, c := threeDevices(t, [3]string{"laptop", "lost phone", "tablet"})
 	ctx := ctxT(t)
 	bID, cID := b.Device().String(), c.Device().String()
-	poll.Until(t, "C to know the phone and A to know C", 10*time.Second, func() bool {
-		_, okB := member(t, c, bID)
-		mc, okC := member(t, a, cID)
-		return okB && okC && mc.Connected
+	poll.Until(t, "A to know C", 10*time.Second, func() bool {
+		mc, ok := member(t, a, cID)
+		return ok && mc.Connected
 	})
 	oldCode := mustDo(a.client.Invite(ctx))(t)
 	old := c.library()
@@ -150,14 +150,9 @@ func TestForgetRotatesTheSecret(t *testing.T) {
 // both rotate at once) and keep syncing, while the device that left is in
 // a library of its own and knows none of it.
 func TestLeaveRotatesTheSecret(t *testing.T) {
-	a := startPairable(t, "laptop", nil)
-	b := startPairable(t, "old phone", nil)
-	c := startPairable(t, "tablet", nil)
-	pairDevices(t, a, b)
-	pairDevices(t, a, c)
+	a, b, c := threeDevices(t, [3]string{"laptop", "old phone", "tablet"})
 	ctx := ctxT(t)
 	bID := b.Device().String()
-	poll.Until(t, "C to know the phone", 10*time.Second, func() bool { _, ok := member(t, c, bID); return ok })
 	old := a.library()
 
 	left := mustDo(b.client.Leave(ctx))(t)
