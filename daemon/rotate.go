@@ -50,6 +50,10 @@ import (
 // before leaving the old network.
 const rekeyOfferTimeout = 10 * time.Second
 
+// maxMeet bounds the addresses of members on losing secrets kept for the
+// restricted nodes to dial.
+const maxMeet = 64
+
 // leaveRotateJitter spreads the rotations of the members that learn of a
 // leave together: the first offers its secret to the others, whose epoch
 // has then moved.
@@ -145,6 +149,9 @@ func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
 	nodes := slices.Clone(d.previous)
 	// Restricted nodes started later (a rotation under way) dial them too.
 	d.meet = append(d.meet, addrs...)
+	if len(d.meet) > maxMeet {
+		d.meet = d.meet[len(d.meet)-maxMeet:]
+	}
 	d.mu.Unlock()
 	d.dialFromPrevious(nodes, addrs)
 }
@@ -167,6 +174,9 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 	d.closePreviousLocked()
 	prev := d.store.PreviousLibraries()
 	if len(prev) == 0 {
+		d.mu.Lock()
+		d.meet = nil
+		d.mu.Unlock()
 		return nil
 	}
 	static, err := parseAddrs(d.cfg.Peers)

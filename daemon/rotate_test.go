@@ -174,6 +174,11 @@ func TestLeaveRotatesTheSecret(t *testing.T) {
 	if _, err := b.client.Book(ctx, keyA); err == nil {
 		t.Fatal("the device that left received a book written after")
 	}
+	// A device paired now is handed the secret by the short code, and
+	// learns its epoch from the first member it meets.
+	d := startPairable(t, "new phone", nil)
+	pairDevices(t, a, d)
+	poll.Until(t, "the new device to learn the epoch", 10*time.Second, func() bool { return d.library() == a.library() })
 	// Leaving again leaves the library of its own, which has no one else.
 	if again := mustDo(b.client.Leave(ctx))(t); again.Delivered {
 		t.Errorf("a leave with nobody to tell says delivered")
