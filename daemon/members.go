@@ -275,6 +275,7 @@ func (d *Daemon) disconnectRemoved(ids []crdt.DeviceID) {
 	d.mu.Lock()
 	node := d.node
 	d.mu.Unlock()
+	d.removalsLearned(ids)
 	for _, id := range ids {
 		m, _ := d.members.get(id)
 		if m.Removed.Device == id {

@@ -50,6 +50,14 @@ import (
 // before leaving the old network.
 const rekeyOfferTimeout = 10 * time.Second
 
+// maxEpochJump is how far ahead of this device's epoch a new secret may
+// be: a member away through that many rotations pairs again, and a removed
+// device cannot make an epoch no later rotation supersedes.
+const maxEpochJump = 64
+
+// maxEpoch leaves room to rotate after any epoch a device takes.
+const maxEpoch = 1 << 62
+
 // maxMeet bounds the addresses of members on losing secrets kept for the
 // restricted nodes to dial.
 const maxMeet = 64
@@ -345,13 +353,22 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
 	defer cancel()
 	offered := store.Library{ID: r.Library.ID, Secret: r.Library.Secret, Epoch: r.Library.Epoch}
-	if offered.Secret == cur.Secret {
-		// Whoever connects on this secret knows it; only the epoch is news.
+	if offered.Secret == cur.Secret && offered.Epoch < maxEpoch {
+		// Whoever connects on this secret knows it; only the epoch is news
+		// (to a device that joined by an invite, which carries none).
 		if err := d.store.SetLibraryEpoch(ctx, offered.Epoch); err != nil {
 			d.log.Warn("record the library's epoch", "err", err)
 		}
 		return true
 	}
+	if offered.Epoch > cur.Epoch+maxEpochJump {
+		// Epochs are counted by the devices that rotate: no member is this
+		// far ahead, and an epoch near the top would leave no room to
+		// rotate after it.
+		d.log.Warn("refused a library secret whose epoch is implausibly far ahead", "device", from, "epoch", offered.Epoch, "current", cur.Epoch)
+		return false
+	}
+	offered.From = uint64(from)
 	if !offered.Supersedes(cur) {
 		if d.members.current(from) && len(r.Addrs) > 0 {
 			// A member on a losing or older secret: this device's
@@ -367,6 +384,7 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	// Refused from now on, and cut off now: nothing written from here on
 	// may reach a device the library removed.
 	d.members.hint(r.Removed)
+	d.removalsLearned(r.Removed)
 	d.mu.Lock()
 	node := d.node
 	d.mu.Unlock()
@@ -397,10 +415,32 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	return true
 }
 
-// rotateAfterLeave rotates the secret after device id left the library,
-// unless the epoch moves (another member rotated) within a short random
-// delay.
+// removalsLearned acts on devices this device just learned were removed
+// (by a record, or a member's word when it handed a secret over): if one
+// of them handed this device its current secret, that secret may be known
+// to whoever holds the removed device (a device removed while this one was
+// away may still rotate and offer its own secret), so it rotates again.
+func (d *Daemon) removalsLearned(ids []crdt.DeviceID) {
+	cur, ok := d.store.Library()
+	if !ok || cur.From == 0 {
+		return
+	}
+	for _, id := range ids {
+		if uint64(id) == cur.From {
+			d.rotateSoon(fmt.Sprintf("the current secret came from device %s, which was removed", id))
+			return
+		}
+	}
+}
+
+// rotateAfterLeave rotates the secret after device id left the library.
 func (d *Daemon) rotateAfterLeave(id crdt.DeviceID) {
+	d.rotateSoon(fmt.Sprintf("device %s left", id))
+}
+
+// rotateSoon rotates the secret after a short random delay, unless the
+// epoch moves meanwhile (another member rotated for the same reason).
+func (d *Daemon) rotateSoon(why string) {
 	lib, _ := d.store.Library()
 	epoch := lib.Epoch
 	wait := mrand.N(leaveRotateJitter)
@@ -417,8 +457,8 @@ func (d *Daemon) rotateAfterLeave(id crdt.DeviceID) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
 		defer cancel()
-		if err := d.rotate(ctx, fmt.Sprintf("device %s left", id)); err != nil {
-			d.log.Error("rotate the library secret after a device left", "device", id, "err", err)
+		if err := d.rotate(ctx, why); err != nil {
+			d.log.Error("rotate the library secret", "why", why, "err", err)
 		}
 	})
 }

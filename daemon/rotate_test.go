@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
 
@@ -213,4 +215,73 @@ func TestConcurrentRotationsConverge(t *testing.T) {
 	ctx := ctxT(t)
 	mustDo(c.client.SetPosition(ctx, keyA, 9, 0.01, "tablet's book"))(t)
 	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
+}
+
+// A device takes a new secret only from a current member, never one that
+// is implausibly far ahead, and learns the epoch of the secret it has from
+// anyone on it; a secret handed over by a device later found removed is
+// rotated again.
+func TestRekeyPolicy(t *testing.T) {
+	d := startDaemon(t, nil)
+	ctx := ctxT(t)
+	member, stranger, gone := crdt.DeviceID(0x1111), crdt.DeviceID(0x2222), crdt.DeviceID(0x3333)
+	for _, id := range []crdt.DeviceID{member, gone} {
+		if err := d.addMember(ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := d.forget(ctx, gone.String()); err != nil {
+		t.Fatal(err)
+	}
+	cur := d.library()
+	secret := func(b byte) [32]byte { return [32]byte{b, 1, 2, 3} }
+	offer := func(l store.Library) peer.Rekey { return peer.Rekey{Library: peerLibrary(l)} }
+	for _, tc := range []struct {
+		name string
+		from crdt.DeviceID
+		lib  store.Library
+		want bool
+	}{
+		{"another library", member, store.Library{ID: [16]byte{9}, Secret: secret(1), Epoch: cur.Epoch + 1}, false},
+		{"an older epoch", member, store.Library{ID: cur.ID, Secret: secret(2), Epoch: cur.Epoch - 1}, false},
+		{"from a stranger", stranger, store.Library{ID: cur.ID, Secret: secret(3), Epoch: cur.Epoch + 1}, false},
+		{"from a removed device", gone, store.Library{ID: cur.ID, Secret: secret(4), Epoch: cur.Epoch + 1}, false},
+		{"too far ahead", member, store.Library{ID: cur.ID, Secret: secret(5), Epoch: cur.Epoch + maxEpochJump + 1}, false},
+		{"the same secret", stranger, store.Library{ID: cur.ID, Secret: cur.Secret, Epoch: cur.Epoch}, true},
+	} {
+		if got := d.onRekey(tc.from, offer(tc.lib)); got != tc.want {
+			t.Errorf("%s: took %v, want %v", tc.name, got, tc.want)
+		}
+		if got := d.library(); got != cur {
+			t.Fatalf("%s: the library became %+v", tc.name, got)
+		}
+	}
+	// The epoch of the secret it has, from anyone on it.
+	if !d.onRekey(stranger, offer(store.Library{ID: cur.ID, Secret: cur.Secret, Epoch: cur.Epoch + 100})) {
+		t.Fatal("the epoch of the current secret was refused")
+	}
+	cur.Epoch += 100
+	if got := d.library(); got != cur {
+		t.Fatalf("after learning the epoch: %+v, want %+v", got, cur)
+	}
+	// A new secret from a member.
+	next := store.Library{ID: cur.ID, Secret: secret(6), Epoch: cur.Epoch + 1}
+	if !d.onRekey(member, offer(next)) {
+		t.Fatal("a member's new secret was refused")
+	}
+	next.From = uint64(member)
+	poll.Until(t, "the device to take the member's secret", 10*time.Second, func() bool { return d.library() == next })
+	// That member turns out to have been removed (the record, as if
+	// synced from another device): the secret rotates again.
+	lib := d.members.library()
+	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+		at.Device = stranger
+		return crdt.RemoveMember(lib, member, at)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "a rotation away from the removed member's secret", 10*time.Second, func() bool {
+		got := d.library()
+		return got.Epoch > next.Epoch && got.From == 0
+	})
 }

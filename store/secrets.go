@@ -29,6 +29,10 @@ type Library struct {
 	ID     [16]byte
 	Secret [32]byte
 	Epoch  uint64
+	// From is the device that handed this secret over (a rekey), 0 if this
+	// device made it or it came with an invite: if that device is later
+	// found to have been removed, the secret is rotated again.
+	From uint64
 }
 
 // Supersedes reports whether l replaces o as the secret of the same
@@ -63,19 +67,20 @@ type libraryFile struct {
 	ID     []byte `json:"id"`
 	Secret []byte `json:"secret"`
 	Epoch  uint64 `json:"epoch,omitempty"`
+	From   uint64 `json:"from,omitempty"`
 }
 
 func (f *libraryFile) valid() bool { return len(f.ID) == 16 && len(f.Secret) == 32 }
 
 func (f *libraryFile) library() Library {
-	l := Library{Epoch: f.Epoch}
+	l := Library{Epoch: f.Epoch, From: f.From}
 	copy(l.ID[:], f.ID)
 	copy(l.Secret[:], f.Secret)
 	return l
 }
 
 func fileOf(l Library) libraryFile {
-	return libraryFile{ID: bytes.Clone(l.ID[:]), Secret: bytes.Clone(l.Secret[:]), Epoch: l.Epoch}
+	return libraryFile{ID: bytes.Clone(l.ID[:]), Secret: bytes.Clone(l.Secret[:]), Epoch: l.Epoch, From: l.From}
 }
 
 // readSecrets loads DIR/secrets, if there is one.
