@@ -311,9 +311,14 @@ func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) err
 // listen is nil.
 func (d *Daemon) startNodeOn(ctx context.Context, listen, extra []multiaddr.Multiaddr) error {
 	lib, _ := d.store.Library()
-	// The gater reads the members from the first connection on.
-	if err := d.loadMembers(ctx); err != nil {
-		return err
+	// The gater reads the members from the first connection on. A node
+	// restarted on a new secret of the same library keeps the set, which
+	// commits keep current: reloading it would race a removal being
+	// committed, whose effects (rotate.go, members.go) would then be lost.
+	if !d.members.loadedFor(crdt.LibraryID(lib.ID)) {
+		if err := d.loadMembers(ctx); err != nil {
+			return err
+		}
 	}
 	if err := d.ensureSelf(ctx, d.self); err != nil {
 		return fmt.Errorf("record this device as a member: %w", err)

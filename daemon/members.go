@@ -49,6 +49,13 @@ func (s *memberSet) reset(lib crdt.LibraryID, list []crdt.Member) {
 	s.mu.Unlock()
 }
 
+// loadedFor reports whether the set holds the records of library lib.
+func (s *memberSet) loadedFor(lib crdt.LibraryID) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byID != nil && s.lib == lib
+}
+
 // hint records devices a member said were removed.
 func (s *memberSet) hint(ids []crdt.DeviceID) {
 	if len(ids) == 0 {

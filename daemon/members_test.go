@@ -158,6 +158,9 @@ func (d *testDaemon) nodeConns(o *testDaemon) []string {
 	node := d.node
 	d.mu.Unlock()
 	var out []string
+	if node == nil {
+		return nil // being restarted on a new secret
+	}
 	for _, p := range node.Peers() {
 		if p.ID == o.nodeID() && p.Connected {
 			out = append(out, p.ID.String())
@@ -169,6 +172,9 @@ func (d *testDaemon) nodeConns(o *testDaemon) []string {
 func (d *testDaemon) nodeStats() peer.Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.node == nil {
+		return peer.Stats{} // being restarted on a new secret
+	}
 	return d.node.Stats()
 }
 
