@@ -44,7 +44,17 @@ import (
 // Who rotates: the device that forgets another rotates at once. A leave
 // (a device removing itself) is rotated by the members that learn of it,
 // each after a short random delay and only if its epoch has not moved
-// since it learned: the first one's offer moves the others.
+// since it learned: the first one's offer moves the others. A device whose
+// current secret was handed over by a device it then learns was removed
+// rotates too: a member offline during a forget takes offers from the
+// forgotten device until it learns of the removal.
+//
+// A new secret is taken only from a current member (known, not removed),
+// never more than maxEpochJump epochs ahead; the epoch of the secret a
+// device already has is taken from anyone on it (a device that joined by
+// an invite, which carries no epoch, learns it so). An offer names the
+// devices the sender knows were removed: the receiver refuses them and
+// cuts them off before the records reach it.
 
 // rekeyOfferTimeout bounds handing the new secret to the connected members
 // before leaving the old network.
