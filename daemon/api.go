@@ -41,6 +41,7 @@ func (d *Daemon) routeTable() []route {
 		{"PUT", "/v1/devices/self/name", permAdmin, d.handleRename},
 		{"POST", "/v1/devices/{id}/forget", permAdmin, d.handleForget},
 		{"DELETE", "/v1/devices/{id}", permAdmin, d.handleForget},
+		{"POST", "/v1/leave", permAdmin, d.handleLeave},
 		{"GET", "/v1/books", permRead, d.handleBooks},
 		{"GET", "/v1/books/{key}", permRead, d.handleBook},
 		{"PUT", "/v1/books/{key}/position", permWrite, d.handlePosition},

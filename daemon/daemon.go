@@ -98,8 +98,13 @@ type Daemon struct {
 	names   map[crdt.DeviceID]string
 	history map[crdt.DeviceID][]crdt.Text // names over time (members.go)
 	node    *peer.Node
-	visible int // books on the shelf
-	deleted int // books with a winning tombstone
+	// previous are the restricted nodes on superseded secrets, and
+	// onCurrent the members seen on the current one (rotate.go).
+	previous  []*peer.Node
+	onCurrent map[crdt.DeviceID]bool
+	meet      []multiaddr.Multiaddr // where members on losing secrets listen
+	visible   int                   // books on the shelf
+	deleted   int                   // books with a winning tombstone
 	// clockWarns: the writers whose records arrived stamped ahead of the
 	// clock (clockwarn.go).
 	clockWarns map[crdt.DeviceID]clockWarn
@@ -295,34 +300,53 @@ func (d *Daemon) loadState(ctx context.Context) error {
 // startNode starts the peer network for the current library, dialling extra
 // (e.g. the inviter after a join) besides the configured static peers.
 func (d *Daemon) startNode(ctx context.Context, extra []multiaddr.Multiaddr) error {
-	lib, _ := d.store.Library()
-	// The gater reads the members from the first connection on.
-	if err := d.loadMembers(ctx); err != nil {
+	if err := d.startNodeOn(ctx, nil, extra); err != nil {
 		return err
+	}
+	// Superseded secrets this device still holds bring members over.
+	return d.restartPreviousLocked(ctx, nil)
+}
+
+// startNodeOn starts the peer network on listen, or where configured if
+// listen is nil.
+func (d *Daemon) startNodeOn(ctx context.Context, listen, extra []multiaddr.Multiaddr) error {
+	lib, _ := d.store.Library()
+	// The gater reads the members from the first connection on. A node
+	// restarted on a new secret of the same library keeps the set, which
+	// commits keep current: reloading it would race a removal being
+	// committed, whose effects (rotate.go, members.go) would then be lost.
+	if !d.members.loadedFor(crdt.LibraryID(lib.ID)) {
+		if err := d.loadMembers(ctx); err != nil {
+			return err
+		}
 	}
 	if err := d.ensureSelf(ctx, d.self); err != nil {
 		return fmt.Errorf("record this device as a member: %w", err)
 	}
-	listen, err := parseAddrs(d.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+	if listen == nil {
+		var err error
+		if listen, err = parseAddrs(d.cfg.Listen); err != nil {
+			return fmt.Errorf("--listen: %w", err)
+		}
 	}
 	static, err := parseAddrs(d.cfg.Peers)
 	if err != nil {
 		return fmt.Errorf("--peer: %w", err)
 	}
 	node, err := peer.New(ctx, peer.Config{
-		Identity: d.identity,
-		Library:  peer.Library{ID: lib.ID, Secret: lib.Secret},
-		Name:     d.selfName(),
-		Store:    syncStore{d},
-		Listen:   listen,
-		Peers:    append(static, extra...),
-		MDNS:     !d.cfg.NoMDNS,
-		Now:      d.now,
-		Logger:   d.log.With("component", "peer"),
-		OnEvent:  d.onPeerEvent,
-		Removed:  d.members.removed,
+		Identity:   d.identity,
+		Library:    peerLibrary(lib),
+		Name:       d.selfName(),
+		Store:      syncStore{d},
+		Listen:     listen,
+		Peers:      append(static, extra...),
+		MDNS:       !d.cfg.NoMDNS,
+		Now:        d.now,
+		Logger:     d.log.With("component", "peer"),
+		OnEvent:    d.onPeerEvent,
+		Removed:    d.members.removed,
+		OnRekey:    d.onRekey,
+		RekeyOffer: d.mainOffer,
 	})
 	if err != nil {
 		return fmt.Errorf("start peer network: %w", err)
@@ -380,6 +404,7 @@ func (d *Daemon) close() error {
 	if node != nil {
 		errs = append(errs, node.Close())
 	}
+	d.closePreviousLocked()
 	errs = append(errs, d.store.Close())
 	if !d.cfg.NoSocket {
 		removeLocal(d.cfg.Socket)

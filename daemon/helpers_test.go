@@ -74,7 +74,13 @@ func startDaemon(t testing.TB, mod func(*Config)) *testDaemon {
 	if err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}
-	td := &testDaemon{Daemon: d, dir: cfg.DataDir, client: client.New(d.Socket())}
+	return adopt(t, d)
+}
+
+// adopt wraps a started daemon for a test, and closes it when the test
+// ends.
+func adopt(t testing.TB, d *Daemon) *testDaemon {
+	td := &testDaemon{Daemon: d, dir: d.cfg.DataDir, client: client.New(d.Socket())}
 	t.Cleanup(func() {
 		td.client.Close()
 		if err := d.Close(); err != nil {

@@ -30,6 +30,9 @@ type memberSet struct {
 	mu   sync.RWMutex
 	lib  crdt.LibraryID
 	byID map[crdt.DeviceID]crdt.Member
+	// hinted are devices a member said were removed when it handed over a
+	// new secret (rotate.go): refused before the records reach this device.
+	hinted map[crdt.DeviceID]bool
 }
 
 // reset makes the set that of library lib, holding list.
@@ -39,8 +42,57 @@ func (s *memberSet) reset(lib crdt.LibraryID, list []crdt.Member) {
 		byID[m.ID] = m
 	}
 	s.mu.Lock()
+	if lib != s.lib {
+		s.hinted = nil // hints are about one library
+	}
 	s.lib, s.byID = lib, byID
 	s.mu.Unlock()
+}
+
+// loadedFor reports whether the set holds the records of library lib.
+func (s *memberSet) loadedFor(lib crdt.LibraryID) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.byID != nil && s.lib == lib
+}
+
+// hint records devices a member said were removed.
+func (s *memberSet) hint(ids []crdt.DeviceID) {
+	if len(ids) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hinted == nil {
+		s.hinted = make(map[crdt.DeviceID]bool)
+	}
+	for _, id := range ids {
+		s.hinted[id] = true
+	}
+}
+
+// current reports whether device id is a member that was not removed: the
+// only devices a restricted node admits, and the only ones whose new
+// secret this device takes.
+func (s *memberSet) current(id crdt.DeviceID) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.byID[id]
+	return ok && !m.Added.IsZero() && !m.IsRemoved() && !s.hinted[id]
+}
+
+// removedIDs returns the removed devices.
+func (s *memberSet) removedIDs() []crdt.DeviceID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []crdt.DeviceID
+	for id, m := range s.byID {
+		if m.IsRemoved() {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // removed reports whether device id was removed from the library: what
@@ -49,7 +101,7 @@ func (s *memberSet) removed(id crdt.DeviceID) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	m, ok := s.byID[id]
-	return ok && m.IsRemoved()
+	return (ok && m.IsRemoved()) || s.hinted[id]
 }
 
 func (s *memberSet) get(id crdt.DeviceID) (crdt.Member, bool) {
@@ -230,9 +282,20 @@ func (d *Daemon) disconnectRemoved(ids []crdt.DeviceID) {
 	d.mu.Lock()
 	node := d.node
 	d.mu.Unlock()
+	d.removalsLearned(ids)
 	for _, id := range ids {
+		m, _ := d.members.get(id)
+		if m.Removed.Device == id {
+			if id != d.self {
+				d.log.Info("a device left the library", "device", id)
+				if node != nil {
+					node.Disconnect(id)
+				}
+				d.rotateAfterLeave(id)
+			}
+			continue
+		}
 		if id == d.self {
-			m, _ := d.members.get(id)
 			d.log.Warn("this device was forgotten by another device of the library: the others refuse its connections; join again with a new invite", "removed_by", m.Removed.Device)
 			continue
 		}
@@ -304,9 +367,9 @@ func (d *Daemon) memberName(m *crdt.Member) string {
 var errForgetSelf = errors.New("a device cannot forget itself")
 
 // forget removes a device from the library. The gater refuses it at once
-// here, and on every other member as the removal reaches it. The library
-// secret does not change: the forgotten device can still reach the library
-// with a new identity (see peer/gater.go).
+// here, and on every other member as the removal reaches it; then the
+// library secret rotates (rotate.go), so that neither the forgotten device
+// nor a new identity made with the secret it kept can reach the library.
 func (d *Daemon) forget(ctx context.Context, ref string) (crdt.Member, error) {
 	m, err := d.findMember(ref)
 	if err != nil {
@@ -322,6 +385,9 @@ func (d *Daemon) forget(ctx context.Context, ref string) (crdt.Member, error) {
 	res, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, m.ID, at) })
 	if err != nil {
 		return crdt.Member{}, err
+	}
+	if err := d.rotate(ctx, fmt.Sprintf("device %s was forgotten", m.ID)); err != nil {
+		return crdt.Member{}, fmt.Errorf("the device is forgotten, but the library secret did not change: %w", err)
 	}
 	for _, c := range res.Changed {
 		if c.Entry.Kind == crdt.KindMember && c.Entry.Member.ID == m.ID && c.Entry.Member.Library == lib {

@@ -62,6 +62,15 @@ const (
 // failed dials; a poke (disconnect, Connect, mDNS) makes it look again.
 func (n *Node) keep(st *peerState) {
 	for {
+		if n.gater.refused(st.id) {
+			// Removed from the library: the gater would refuse every dial,
+			// so the keeper stops rather than count refusals for ever.
+			n.mu.Lock()
+			st.kept = false
+			n.mu.Unlock()
+			n.log.Info("stopped redialling a device removed from the library", "peer", st.id, "device", st.device)
+			return
+		}
 		n.mu.Lock()
 		connected := st.connected
 		wait := st.nextDial.Sub(n.now())
@@ -96,7 +105,7 @@ func (n *Node) keep(st *peerState) {
 // dialDiscovered dials a peer found by mDNS, unless it is connected, already
 // being dialled, or in backoff.
 func (n *Node) dialDiscovered(id lpeer.ID, addrs []ma.Multiaddr) {
-	if id == n.host.ID() {
+	if id == n.host.ID() || n.gater.refused(id) {
 		return
 	}
 	n.mu.Lock()

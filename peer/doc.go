@@ -18,8 +18,12 @@
 // carries the library and, as a hint, the inviter's peer id and addresses.
 // A device removed from the library (Config.Removed) is refused by the
 // connection gater (gater.go) in both directions, as soon as its identity is
-// known; until the secret rotates, a new identity made with the secret is
-// not.
+// known, and is no longer redialled. A new identity made with the secret is
+// kept out by rotating the secret: the rekey protocol (rekey.go,
+// /danyue/rekey/1) hands a new secret to members over an authenticated
+// connection, and a restricted node (Config.Restricted) on a superseded
+// secret admits only the members the daemon names and carries nothing but
+// rekey offers.
 //
 // Static peers, peers given to Connect and every peer that has completed a
 // hello (a member) are kept connected: when a member is lost it is redialled

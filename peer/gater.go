@@ -18,19 +18,23 @@ import (
 // arrives by sync takes effect at once, on every member that has merged it
 // (Node.Disconnect closes the connections already open).
 //
-// What it does not do: the private network's key still comes from the
-// library secret, which a removed device keeps. A device that is no member
-// but knows the current secret is taken for a device joining by the long
-// invite code (which carries that secret): the gater lets it in, and the
-// daemon adds it to the members when its hello completes. A removed device
-// that makes a new identity is such a device. Only rotating the secret when
-// a device is removed closes that door.
+// A device that is no member but knows the current secret is taken for a
+// device joining by the long invite code (which carries that secret): the
+// gater of the main node lets it in, and the daemon adds it to the members
+// when its hello completes. That is why the secret rotates when a device is
+// removed (rekey.go): a removed device, or a new identity made with its
+// secret, knows only a superseded one, and the nodes that still run on a
+// superseded secret are restricted: their gater admits only the members
+// the daemon names (Config.Admit).
 //
 // Once the node is closing the gater refuses every dial, libp2p's own
 // included: a dial that starts while libp2p tears its transports down can
 // crash in its dial worker (libp2p issue 1545).
 type gater struct {
 	removed func(crdt.DeviceID) bool // nil: nobody was removed
+	// admit, on a restricted node, is the only devices it connects with
+	// (Config.Admit); nil on a library's main node.
+	admit   func(crdt.DeviceID) bool
 	closing atomic.Bool
 }
 
@@ -42,9 +46,11 @@ var _ interface {
 	InterceptUpgraded(network.Conn) (bool, control.DisconnectReason)
 } = (*gater)(nil)
 
-// refused reports whether the device of p was removed from the library.
+// refused reports whether the device of p was removed from the library,
+// or, on a restricted node, is not admitted.
 func (g *gater) refused(p lpeer.ID) bool {
-	return g.removed != nil && g.removed(DeviceIDOf(p))
+	d := DeviceIDOf(p)
+	return (g.removed != nil && g.removed(d)) || (g.admit != nil && !g.admit(d))
 }
 
 func (g *gater) InterceptPeerDial(p lpeer.ID) bool {

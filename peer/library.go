@@ -16,10 +16,13 @@ import (
 
 // Library is what every device of one library shares: a public id, which
 // devices may show and mDNS announces only as a hash, and the secret that
-// keys the private network. Whoever has the secret is a member.
+// keys the private network. Whoever has the current secret can reach the
+// library's members; the secret changes, to a new epoch, when a device is
+// removed (rekey.go). The epoch travels in rekey offers, not in invites.
 type Library struct {
 	ID     [16]byte
 	Secret [32]byte
+	Epoch  uint64
 }
 
 // ErrNoLibrary is returned by New for a Config whose library has no secret.

@@ -53,6 +53,22 @@ type Config struct {
 	// libp2p's goroutines, for every dial and connection, and must not
 	// block.
 	Removed func(crdt.DeviceID) bool
+	// Restricted makes a node that carries only the rekey protocol (no
+	// sync), and connects, in both directions, only with the devices Admit
+	// accepts: the node a device keeps on a superseded secret, to bring
+	// members still on it over to the new one (rekey.go).
+	Restricted bool
+	// Admit, for a restricted node, reports whether a device may connect;
+	// it is called like Removed and must not block.
+	Admit func(crdt.DeviceID) bool
+	// OnRekey, if set, is called with every rekey offer a peer makes, and
+	// reports whether the device took it (or has it already). It runs on
+	// the offer's stream and must not block for long: a device that takes a
+	// new secret restarts its nodes after answering.
+	OnRekey func(from crdt.DeviceID, r Rekey) bool
+	// RekeyOffer, if set, is called when a peer connects: what to offer it,
+	// if anything.
+	RekeyOffer func(to crdt.DeviceID) (Rekey, bool)
 }
 
 // Node is one device's presence on the library's private network: a libp2p
@@ -121,6 +137,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
 	g := &gater{removed: cfg.Removed}
+	if cfg.Restricted {
+		g.admit = cfg.Admit
+		if g.admit == nil {
+			g.admit = func(crdt.DeviceID) bool { return false }
+		}
+	}
 	h, err := newHost(&cfg, psk, g)
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
@@ -149,10 +171,13 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
 	n.spawn(n.watchConnections)
-	for _, id := range protocolIDs {
-		h.SetStreamHandler(id, n.handleSync)
+	if !cfg.Restricted {
+		for _, id := range protocolIDs {
+			h.SetStreamHandler(id, n.handleSync)
+		}
 	}
-	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs())
+	h.SetStreamHandler(RekeyProtocolID, n.handleRekey)
+	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
 			continue
@@ -205,6 +230,7 @@ func (n *Node) Close() error {
 		for _, id := range protocolIDs {
 			n.host.RemoveStreamHandler(id)
 		}
+		n.host.RemoveStreamHandler(RekeyProtocolID)
 		if n.disc != nil {
 			n.disc.close()
 		}

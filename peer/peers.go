@@ -121,6 +121,14 @@ func (n *Node) onConnected(id lpeer.ID) {
 	n.progressedLocked()
 	ctx, cancel := context.WithCancel(n.ctx)
 	st.cancelConn = cancel
+	if n.cfg.RekeyOffer != nil {
+		n.spawn(func() { n.offerOnConnect(id) })
+	}
+	if n.cfg.Restricted {
+		// No sync here: the connection carries only rekey offers.
+		st.pullDone = nil
+		return
+	}
 	// One pull loop per peer at a time: the loop of a previous connection
 	// may still be returning, and two would race on the cursor.
 	prev, done := st.pullDone, make(chan struct{})

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // The device identity and the library secret live outside badger, in
@@ -19,21 +22,65 @@ import (
 
 const secretsFile = "secrets"
 
-// Library is the identity of the library this device belongs to.
+// Library is the identity of the library this device belongs to: its id,
+// and the secret of its current epoch. The secret changes (a new epoch)
+// when a device is forgotten or leaves, see Store.RotateLibrary.
 type Library struct {
 	ID     [16]byte
 	Secret [32]byte
+	Epoch  uint64
+	// From is the device that handed this secret over (a rekey), 0 if this
+	// device made it or it came with an invite: if that device is later
+	// found to have been removed, the secret is rotated again.
+	From uint64
 }
+
+// Supersedes reports whether l replaces o as the secret of the same
+// library: a higher epoch wins, and of two secrets made for the same epoch
+// (two devices rotating at once) the one whose SHA-256 is larger, so that
+// every device picks the same one whatever order the two reach it in.
+func (l Library) Supersedes(o Library) bool {
+	if l.ID != o.ID || l.Secret == o.Secret {
+		return false
+	}
+	if l.Epoch != o.Epoch {
+		return l.Epoch > o.Epoch
+	}
+	a, b := sha256.Sum256(l.Secret[:]), sha256.Sum256(o.Secret[:])
+	return bytes.Compare(a[:], b[:]) > 0
+}
+
+// maxPrevious bounds the superseded secrets kept: each one keeps a
+// restricted node running until every member has moved on.
+const maxPrevious = 4
 
 type secrets struct {
 	Version  int          `json:"version"`
 	Identity []byte       `json:"identity,omitempty"`
 	Library  *libraryFile `json:"library,omitempty"`
+	// Previous are the library's superseded secrets, newest first, kept
+	// until every member is known to have the current one.
+	Previous []libraryFile `json:"previous,omitempty"`
 }
 
 type libraryFile struct {
 	ID     []byte `json:"id"`
 	Secret []byte `json:"secret"`
+	Epoch  uint64 `json:"epoch,omitempty"`
+	From   uint64 `json:"from,omitempty"`
+}
+
+func (f *libraryFile) valid() bool { return len(f.ID) == 16 && len(f.Secret) == 32 }
+
+func (f *libraryFile) library() Library {
+	l := Library{Epoch: f.Epoch, From: f.From}
+	copy(l.ID[:], f.ID)
+	copy(l.Secret[:], f.Secret)
+	return l
+}
+
+func fileOf(l Library) libraryFile {
+	return libraryFile{ID: bytes.Clone(l.ID[:]), Secret: bytes.Clone(l.Secret[:]), Epoch: l.Epoch, From: l.From}
 }
 
 // readSecrets loads DIR/secrets, if there is one.
@@ -62,8 +109,13 @@ func readSecrets(dir string, log *slog.Logger) (secrets, error) {
 		return secrets{}, fmt.Errorf("%w: %s was written by a newer danyue (secrets version %d); upgrade danyue", ErrNewerSchema, path, sec.Version)
 	case sec.Version < 1:
 		return secrets{}, secretsCorruptf(path, "no version")
-	case sec.Library != nil && (len(sec.Library.ID) != 16 || len(sec.Library.Secret) != 32):
+	case sec.Library != nil && !sec.Library.valid():
 		return secrets{}, secretsCorruptf(path, "malformed library")
+	}
+	for i := range sec.Previous {
+		if !sec.Previous[i].valid() {
+			return secrets{}, secretsCorruptf(path, "malformed previous secret")
+		}
 	}
 	return sec, nil
 }
@@ -114,8 +166,9 @@ func (s *Store) SetIdentity(ctx context.Context, key []byte) error {
 	if len(key) == 0 {
 		return fmt.Errorf("set identity in %s: empty key", s.dir)
 	}
-	return s.updateSecrets(ctx, func(sec *secrets) {
+	return s.updateSecrets(ctx, func(sec *secrets) error {
 		sec.Identity = append([]byte(nil), key...)
+		return nil
 	})
 }
 
@@ -123,24 +176,96 @@ func (s *Store) SetIdentity(ctx context.Context, key []byte) error {
 func (s *Store) Library() (Library, bool) {
 	s.secMu.Lock()
 	defer s.secMu.Unlock()
-	var l Library
 	if s.secrets.Library == nil {
-		return l, false
+		return Library{}, false
 	}
-	copy(l.ID[:], s.secrets.Library.ID)
-	copy(l.Secret[:], s.secrets.Library.Secret)
-	return l, true
+	return s.secrets.Library.library(), true
 }
 
 // SetLibrary stores the library id and secret durably, in a file of mode
-// 0600.
+// 0600. It is for moving to a library (a join, a new library): the
+// superseded secrets of the one before are dropped.
 func (s *Store) SetLibrary(ctx context.Context, l Library) error {
-	return s.updateSecrets(ctx, func(sec *secrets) {
-		sec.Library = &libraryFile{ID: l.ID[:], Secret: l.Secret[:]}
+	return s.updateSecrets(ctx, func(sec *secrets) error {
+		f := fileOf(l)
+		sec.Library, sec.Previous = &f, nil
+		return nil
 	})
 }
 
-func (s *Store) updateSecrets(ctx context.Context, update func(*secrets)) error {
+// ErrNotNewer is returned by RotateLibrary for a secret that does not
+// supersede the current one (Library.Supersedes).
+var ErrNotNewer = errors.New("the secret does not supersede the current one")
+
+// RotateLibrary makes next the library's current secret, in one atomic
+// write that keeps the one it replaces among the previous secrets (newest
+// first, at most maxPrevious). It fails with ErrNotNewer, changing
+// nothing, unless next supersedes the current secret.
+func (s *Store) RotateLibrary(ctx context.Context, next Library) error {
+	return s.updateSecrets(ctx, func(sec *secrets) error {
+		if sec.Library == nil {
+			return fmt.Errorf("rotate the library secret in %s: no library", s.dir)
+		}
+		cur := sec.Library.library()
+		if !next.Supersedes(cur) {
+			return fmt.Errorf("rotate the library secret in %s: %w (epoch %d, current %d)", s.dir, ErrNotNewer, next.Epoch, cur.Epoch)
+		}
+		prev := []libraryFile{*sec.Library}
+		for _, p := range sec.Previous {
+			if p.library().Secret != next.Secret && len(prev) < maxPrevious {
+				prev = append(prev, p)
+			}
+		}
+		f := fileOf(next)
+		sec.Library, sec.Previous = &f, prev
+		return nil
+	})
+}
+
+// SetLibraryEpoch raises the epoch of the current secret to epoch, when a
+// member tells that the secret this device has is that epoch's (a device
+// that joined by an invite, which carries no epoch). A lower epoch changes
+// nothing.
+func (s *Store) SetLibraryEpoch(ctx context.Context, epoch uint64) error {
+	return s.updateSecrets(ctx, func(sec *secrets) error {
+		if sec.Library == nil || sec.Library.Epoch >= epoch {
+			return errUnchanged
+		}
+		sec.Library.Epoch = epoch
+		return nil
+	})
+}
+
+// PreviousLibraries returns the library's superseded secrets, newest
+// first.
+func (s *Store) PreviousLibraries() []Library {
+	s.secMu.Lock()
+	defer s.secMu.Unlock()
+	out := make([]Library, 0, len(s.secrets.Previous))
+	for i := range s.secrets.Previous {
+		out = append(out, s.secrets.Previous[i].library())
+	}
+	return out
+}
+
+// DropPreviousLibraries forgets the superseded secrets, once every member
+// has the current one.
+func (s *Store) DropPreviousLibraries(ctx context.Context) error {
+	return s.updateSecrets(ctx, func(sec *secrets) error {
+		if len(sec.Previous) == 0 {
+			return errUnchanged
+		}
+		sec.Previous = nil
+		return nil
+	})
+}
+
+// errUnchanged tells updateSecrets there is nothing to write.
+var errUnchanged = errors.New("unchanged")
+
+// updateSecrets applies update to a copy of the secrets and writes it; an
+// update that fails (or returns errUnchanged) changes nothing.
+func (s *Store) updateSecrets(ctx context.Context, update func(*secrets) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -153,7 +278,12 @@ func (s *Store) updateSecrets(ctx context.Context, update func(*secrets)) error 
 	s.secMu.Lock()
 	defer s.secMu.Unlock()
 	sec := s.secrets
-	update(&sec)
+	sec.Previous = slices.Clone(sec.Previous)
+	if err := update(&sec); errors.Is(err, errUnchanged) {
+		return nil
+	} else if err != nil {
+		return err
+	}
 	sec.Version = 1
 	if err := writeSecrets(s.dir, sec); err != nil {
 		return err

@@ -81,6 +81,7 @@ type Scenario struct {
 var Scenarios = []Scenario{
 	{"discovery", Discovery},
 	{"pair-short-code", PairShortCode},
+	{"forget-offline", ForgetOffline},
 	{"propagation", Propagation},
 	{"convergence", Convergence},
 	{"clock-skew", ClockSkew},

@@ -30,8 +30,17 @@ func forgetCommand() command {
 	return command{
 		name:    "forget",
 		usage:   "DEVICE",
-		summary: "Forget a lost or sold device (by name or id): no member accepts its connections any more (the library secret does not change yet).",
+		summary: "Forget a lost or sold device (by name or id): no member accepts its connections, and the library's secret changes, so its copy of it, and old invite codes, reach nothing.",
 		run:     runForget,
+	}
+}
+
+func leaveCommand() command {
+	return command{
+		name:    "leave",
+		usage:   "",
+		summary: "Leave the library: this device removes itself and starts a library of its own (its books stay); the others change the library's secret.",
+		run:     runLeave,
 	}
 }
 
@@ -123,7 +132,31 @@ func runForget(ctx context.Context, e *env, args []string) error {
 		return cc.explain(err)
 	}
 	fmt.Fprintf(e.stdout, "Forgot %s (%s). This device refuses its connections now, and every other device does once it hears of it.\n", orDash(printable(m.Name)), m.ID)
-	fmt.Fprintln(e.stdout, "The library's secret is not changed yet: a copy of that device's data could still join again as a new device.")
+	fmt.Fprintln(e.stdout, "The library's secret has changed: the other devices take the new one when they next meet a device that has it. Invite codes made before no longer work.")
+	return nil
+}
+
+func runLeave(ctx context.Context, e *env, args []string) error {
+	cc := newClientCmd(e, leaveCommand(), "danyue leave", false)
+	pos, err := parseArgs(cc.fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return &usageError{msg: "leave takes no arguments (to remove another device: danyue forget DEVICE)", hint: "danyue leave"}
+	}
+	c := cc.client()
+	defer c.Close()
+	l, err := c.Leave(ctx)
+	if err != nil {
+		return cc.explain(err)
+	}
+	if l.Delivered {
+		fmt.Fprintln(e.stdout, "Left the library: the other devices know, and change its secret.")
+	} else {
+		fmt.Fprintln(e.stdout, "Left the library, but no other device confirmed it: they learn of it only if it reached one of them. To be sure, forget this device from another one (danyue forget).")
+	}
+	fmt.Fprintf(e.stdout, "This device is now in a library of its own (%s); its books stay on it.\n", l.Library.ID)
 	return nil
 }
 

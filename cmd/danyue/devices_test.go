@@ -42,7 +42,7 @@ func TestCLIDevices(t *testing.T) {
 	poll.Until(t, "A to learn B's new name", 15*time.Second, func() bool {
 		return strings.Contains(a.cli(t, "devices").stdout, "old phone")
 	})
-	if res := a.cli(t, "forget", "old phone"); res.code != 0 || !strings.Contains(res.stdout, "Forgot old phone") || !strings.Contains(res.stdout, "secret is not changed") {
+	if res := a.cli(t, "forget", "old phone"); res.code != 0 || !strings.Contains(res.stdout, "Forgot old phone") || !strings.Contains(res.stdout, "secret has changed") {
 		t.Fatalf("forget: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 	res = a.cli(t, "devices")
@@ -54,5 +54,11 @@ func TestCLIDevices(t *testing.T) {
 	}
 	if res := a.cli(t, "rename"); res.code != 2 {
 		t.Errorf("rename without a name: exit %d", res.code)
+	}
+	if res := a.cli(t, "leave", "now"); res.code != 2 {
+		t.Errorf("leave with an argument: exit %d", res.code)
+	}
+	if res := a.cli(t, "leave"); res.code != 0 || !strings.Contains(res.stdout, "library of its own") {
+		t.Errorf("leave: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 }

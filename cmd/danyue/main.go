@@ -41,6 +41,7 @@ func commands() []command {
 		devicesCommand(),
 		renameCommand(),
 		forgetCommand(),
+		leaveCommand(),
 		booksCommand(),
 		inviteCommand(),
 		openCommand(),

@@ -53,3 +53,13 @@ type RenameRequest struct {
 // CodeAmbiguous: a device was named by a name several devices have; give
 // its id.
 const CodeAmbiguous = "ambiguous"
+
+// Left is the answer of POST /v1/leave.
+type Left struct {
+	// Library is the new library this device is in, of its own.
+	Library Library `json:"library"`
+	// Delivered: a member of the library it left merged its removal before
+	// it went; otherwise the others learn of it only if this device's
+	// removal reached one of them.
+	Delivered bool `json:"delivered"`
+}

@@ -24,3 +24,10 @@ func (c *Client) Forget(ctx context.Context, device string) (api.Member, error) 
 	var m api.Member
 	return m, c.Do(ctx, "POST", "/v1/devices/"+url.PathEscape(device)+"/forget", nil, nil, &m)
 }
+
+// Leave removes this device from its library: the others rotate the
+// library's secret, and this device starts a library of its own.
+func (c *Client) Leave(ctx context.Context) (api.Left, error) {
+	var l api.Left
+	return l, c.Do(ctx, "POST", "/v1/leave", nil, nil, &l)
+}

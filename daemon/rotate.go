@@ -1,0 +1,487 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/multiformats/go-multiaddr"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
+)
+
+// Rotating the library secret. Forgetting a device closes the member set
+// to it, but the private network's key comes from the library secret,
+// which the forgotten device keeps: with it (under a new identity, or a
+// copy of its data dir) it would come back as a newcomer. So a removal
+// moves the library to a new secret, one epoch up:
+//
+//   - The device that rotates makes a fresh random secret, stores it next
+//     to the old one (store.RotateLibrary, one atomic write), hands it to
+//     every connected member over the old network (the rekey protocol,
+//     peer/rekey.go, on connections the old key and Noise authenticate),
+//     then restarts its node on the new key, on the same ports.
+//   - A member that takes a new secret does the same, so it spreads.
+//   - A device keeps a restricted node on each superseded secret: it admits
+//     only non-removed members, carries only rekey offers, and offers the
+//     current secret to every member that connects or that it reaches. A
+//     member offline during the rotation is brought over when it next meets
+//     any device that rotated. The restricted nodes close once every current
+//     member has been seen on the current secret; there is no timer, since a
+//     member away for a month must still be brought over without pairing
+//     again, and a restricted node exchanges nothing else.
+//   - Two devices rotating at once make two secrets for one epoch: every
+//     device takes the one that supersedes (store.Library.Supersedes: higher
+//     epoch, then larger hash), so they converge wherever the two meet.
+//
+// Who rotates: the device that forgets another rotates at once. A leave
+// (a device removing itself) is rotated by the members that learn of it,
+// each after a short random delay and only if its epoch has not moved
+// since it learned: the first one's offer moves the others. A device whose
+// current secret was handed over by a device it then learns was removed
+// rotates too: a member offline during a forget takes offers from the
+// forgotten device until it learns of the removal.
+//
+// A new secret is taken only from a current member (known, not removed),
+// never more than maxEpochJump epochs ahead; the epoch of the secret a
+// device already has is taken from anyone on it (a device that joined by
+// an invite, which carries no epoch, learns it so). An offer names the
+// devices the sender knows were removed: the receiver refuses them and
+// cuts them off before the records reach it.
+
+// rekeyOfferTimeout bounds handing the new secret to the connected members
+// before leaving the old network.
+const rekeyOfferTimeout = 10 * time.Second
+
+// maxEpochJump is how far ahead of this device's epoch a new secret may
+// be: a member away through that many rotations pairs again, and a removed
+// device cannot make an epoch no later rotation supersedes.
+const maxEpochJump = 64
+
+// maxEpoch leaves room to rotate after any epoch a device takes.
+const maxEpoch = 1 << 62
+
+// maxMeet bounds the addresses of members on losing secrets kept for the
+// restricted nodes to dial.
+const maxMeet = 64
+
+// leaveRotateJitter spreads the rotations of the members that learn of a
+// leave together: the first offers its secret to the others, whose epoch
+// has then moved.
+const leaveRotateJitter = 2 * time.Second
+
+// peerLibrary is the library as the peer layer takes it.
+func peerLibrary(l store.Library) peer.Library {
+	return peer.Library{ID: l.ID, Secret: l.Secret, Epoch: l.Epoch}
+}
+
+// rotate moves the library to a fresh secret of the next epoch.
+func (d *Daemon) rotate(ctx context.Context, why string) error {
+	d.joinMu.Lock()
+	defer d.joinMu.Unlock()
+	cur, ok := d.store.Library()
+	if !ok {
+		return errors.New("rotate the library secret: no library")
+	}
+	next := store.Library{ID: cur.ID, Epoch: cur.Epoch + 1}
+	if _, err := rand.Read(next.Secret[:]); err != nil {
+		return fmt.Errorf("rotate the library secret: %w", err)
+	}
+	d.log.Info("rotating the library secret", "why", why, "epoch", next.Epoch)
+	return d.moveToLocked(ctx, next, nil)
+}
+
+// moveToLocked makes next the current secret, hands it to the connected
+// members, restarts the node on it (dialling dial too) and runs restricted
+// nodes on the superseded secrets. Callers hold d.joinMu.
+func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []multiaddr.Multiaddr) error {
+	if err := d.store.RotateLibrary(ctx, next); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	old := d.node
+	d.mu.Unlock()
+	var listen, known []multiaddr.Multiaddr
+	if old != nil {
+		listen, known = old.ListenAddrs(), old.MemberAddrs()
+	}
+	// The nodes on the superseded secrets first: the offer below names
+	// them, so that a device that rotated at the same time, and whose
+	// secret loses, can be reached on the old network and brought over.
+	if err := d.restartPreviousLocked(ctx, append(slices.Clone(dial), known...)); err != nil {
+		return err
+	}
+	if old != nil {
+		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: append(old.Addrs(), d.previousAddrs()...)}
+		octx, cancel := context.WithTimeout(ctx, rekeyOfferTimeout)
+		took := old.OfferRekey(octx, offer, d.members.removed)
+		cancel()
+		d.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
+	}
+	d.mu.Lock()
+	d.node = nil
+	d.onCurrent = make(map[crdt.DeviceID]bool)
+	d.mu.Unlock()
+	if old != nil {
+		if err := old.Close(); err != nil {
+			d.log.Warn("stop the peer network on the old secret", "err", err)
+		}
+	}
+	extra := append(dial, known...)
+	err := d.startNodeOn(context.WithoutCancel(ctx), listen, extra)
+	if err != nil && listen != nil {
+		d.log.Warn("the peer network cannot listen where it did; listening as configured", "addrs", listen, "err", err)
+		err = d.startNodeOn(context.WithoutCancel(ctx), nil, extra)
+	}
+	if err != nil {
+		return err
+	}
+	d.log.Info("the library moved to a new secret", "epoch", next.Epoch)
+	return nil
+}
+
+// previousAddrs returns where the restricted nodes listen.
+func (d *Daemon) previousAddrs() []multiaddr.Multiaddr {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []multiaddr.Multiaddr
+	for _, n := range d.previous {
+		out = append(out, n.Addrs()...)
+	}
+	return out
+}
+
+// meetOnPrevious dials addrs from the restricted nodes: a member offered
+// a secret that loses to this device's, and its own restricted nodes (on
+// the secret both had before) are where this device's offer reaches it.
+func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
+	d.log.Info("a member is on a secret that loses to this device's; reaching it on the previous secret", "addrs", addrs)
+	d.mu.Lock()
+	nodes := slices.Clone(d.previous)
+	// Restricted nodes started later (a rotation under way) dial them too.
+	d.meet = append(d.meet, addrs...)
+	if len(d.meet) > maxMeet {
+		d.meet = d.meet[len(d.meet)-maxMeet:]
+	}
+	d.mu.Unlock()
+	d.dialFromPrevious(nodes, addrs)
+}
+
+// dialFromPrevious has each restricted node of nodes dial addrs, and keep
+// redialling them.
+func (d *Daemon) dialFromPrevious(nodes []*peer.Node, addrs []multiaddr.Multiaddr) {
+	for _, n := range nodes {
+		d.spawn(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+			defer cancel()
+			_ = n.Connect(ctx, addrs) // kept and redialled if it fails now
+		})
+	}
+}
+
+// restartPreviousLocked replaces the restricted nodes by one on each
+// superseded secret, dialling peers. Callers hold d.joinMu.
+func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Multiaddr) error {
+	d.closePreviousLocked()
+	prev := d.store.PreviousLibraries()
+	if len(prev) == 0 {
+		d.mu.Lock()
+		d.meet = nil
+		d.mu.Unlock()
+		return nil
+	}
+	static, err := parseAddrs(d.cfg.Peers)
+	if err != nil {
+		return fmt.Errorf("--peer: %w", err)
+	}
+	listen, err := parseAddrs(anyPort(d.cfg.Listen))
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	var nodes []*peer.Node
+	for _, p := range prev {
+		n, err := peer.New(context.WithoutCancel(ctx), peer.Config{
+			Identity:   d.identity,
+			Library:    peerLibrary(p),
+			Name:       d.selfName(),
+			Store:      syncStore{d},
+			Listen:     listen,
+			Peers:      append(static, peers...),
+			MDNS:       !d.cfg.NoMDNS,
+			Now:        d.now,
+			Logger:     d.log.With("component", "peer", "secret", "previous", "epoch", p.Epoch),
+			Removed:    d.members.removed,
+			Restricted: true,
+			Admit:      d.members.current,
+			OnRekey:    d.onRekey,
+			RekeyOffer: d.previousOffer,
+		})
+		if err != nil {
+			d.log.Warn("start the node that brings members over from a previous secret", "epoch", p.Epoch, "err", err)
+			continue
+		}
+		nodes = append(nodes, n)
+	}
+	d.mu.Lock()
+	select {
+	case <-d.closing:
+		d.mu.Unlock()
+		for _, n := range nodes {
+			n.Close()
+		}
+		return errors.New("daemon is shutting down")
+	default:
+	}
+	d.previous = nodes
+	// Members met on losing secrets (meetOnPrevious) are dialled by the
+	// nodes published here, whichever of the two came first.
+	meet := slices.Clone(d.meet)
+	d.mu.Unlock()
+	if len(meet) > 0 {
+		d.dialFromPrevious(nodes, meet)
+	}
+	d.log.Info("bringing members over from the previous secrets", "secrets", len(nodes), "peers", peers)
+	return nil
+}
+
+// closePreviousLocked closes the restricted nodes. Callers hold d.joinMu,
+// or are closing the daemon.
+func (d *Daemon) closePreviousLocked() {
+	d.mu.Lock()
+	nodes := d.previous
+	d.previous = nil
+	d.mu.Unlock()
+	for _, n := range nodes {
+		if err := n.Close(); err != nil {
+			d.log.Warn("stop a node on a previous secret", "err", err)
+		}
+	}
+}
+
+var tcpPort = regexp.MustCompile(`/tcp/[0-9]+`)
+
+// anyPort is the listen addresses with the ports left to the system: the
+// restricted nodes cannot take the main node's ports. Nil stays nil (the
+// default addresses).
+func anyPort(addrs []string) []string {
+	var out []string
+	for _, a := range addrs {
+		out = append(out, tcpPort.ReplaceAllString(a, "/tcp/0"))
+	}
+	return out
+}
+
+// currentOffer is what this device tells a member about the current
+// secret, with where its main node listens.
+func (d *Daemon) currentOffer() (peer.Rekey, bool) {
+	lib, ok := d.store.Library()
+	if !ok {
+		return peer.Rekey{}, false
+	}
+	r := peer.Rekey{Library: peerLibrary(lib), Removed: d.members.removedIDs()}
+	d.mu.Lock()
+	if d.node != nil {
+		r.Addrs = d.node.Addrs()
+	}
+	d.mu.Unlock()
+	r.Addrs = append(r.Addrs, d.previousAddrs()...)
+	return r, true
+}
+
+// previousOffer is what a restricted node offers every member it meets:
+// the current secret.
+func (d *Daemon) previousOffer(to crdt.DeviceID) (peer.Rekey, bool) {
+	if !d.members.current(to) {
+		return peer.Rekey{}, false
+	}
+	return d.currentOffer()
+}
+
+// mainOffer runs when a device connects to the main node: it is on the
+// current secret. A library that has rotated tells it the epoch (a device
+// that joined by an invite does not know it).
+func (d *Daemon) mainOffer(to crdt.DeviceID) (peer.Rekey, bool) {
+	d.noteOnCurrent(to)
+	r, ok := d.currentOffer()
+	if !ok || r.Library.Epoch == 0 || d.members.removed(to) {
+		return peer.Rekey{}, false
+	}
+	return r, true
+}
+
+// noteOnCurrent records that a device was seen on the current secret, and
+// once every current member has been, closes the restricted nodes and
+// drops the superseded secrets.
+func (d *Daemon) noteOnCurrent(id crdt.DeviceID) {
+	d.mu.Lock()
+	if d.onCurrent == nil {
+		d.onCurrent = make(map[crdt.DeviceID]bool)
+	}
+	d.onCurrent[id] = true
+	pending := len(d.previous) > 0
+	var missing []crdt.DeviceID
+	for _, m := range d.members.list() {
+		if m.ID != d.self && !m.IsRemoved() && !d.onCurrent[m.ID] {
+			missing = append(missing, m.ID)
+		}
+	}
+	d.mu.Unlock()
+	if !pending || len(missing) > 0 {
+		return
+	}
+	d.spawn(func() {
+		d.joinMu.Lock()
+		defer d.joinMu.Unlock()
+		d.closePreviousLocked()
+		d.mu.Lock()
+		d.meet = nil
+		d.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+		defer cancel()
+		if err := d.store.DropPreviousLibraries(ctx); err != nil {
+			d.log.Warn("forget the previous library secrets", "err", err)
+			return
+		}
+		d.log.Info("every member has the current library secret; the previous secrets are forgotten")
+	})
+}
+
+// onRekey takes a member's offer of a secret (peer.Config.OnRekey): the
+// epoch of the secret this device has, or a secret that supersedes it.
+func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
+	cur, ok := d.store.Library()
+	if !ok || r.Library.ID != cur.ID {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
+	defer cancel()
+	offered := store.Library{ID: r.Library.ID, Secret: r.Library.Secret, Epoch: r.Library.Epoch}
+	if offered.Secret == cur.Secret && offered.Epoch < maxEpoch {
+		// Whoever connects on this secret knows it; only the epoch is news
+		// (to a device that joined by an invite, which carries none).
+		if err := d.store.SetLibraryEpoch(ctx, offered.Epoch); err != nil {
+			d.log.Warn("record the library's epoch", "err", err)
+		}
+		return true
+	}
+	if offered.Epoch > cur.Epoch+maxEpochJump {
+		// Epochs are counted by the devices that rotate: no member is this
+		// far ahead, and an epoch near the top would leave no room to
+		// rotate after it.
+		d.log.Warn("refused a library secret whose epoch is implausibly far ahead", "device", from, "epoch", offered.Epoch, "current", cur.Epoch)
+		return false
+	}
+	offered.From = uint64(from)
+	if !offered.Supersedes(cur) {
+		if d.members.current(from) && len(r.Addrs) > 0 {
+			// A member on a losing or older secret: this device's
+			// restricted nodes offer it the current one.
+			d.meetOnPrevious(r.Addrs)
+		}
+		return false
+	}
+	if !d.members.current(from) {
+		d.log.Warn("refused a new library secret from a device that is not a current member", "device", from)
+		return false
+	}
+	// Refused from now on, and cut off now: nothing written from here on
+	// may reach a device the library removed.
+	d.members.hint(r.Removed)
+	d.removalsLearned(r.Removed)
+	d.mu.Lock()
+	node := d.node
+	d.mu.Unlock()
+	for _, id := range r.Removed {
+		if node != nil && id != d.self {
+			node.Disconnect(id)
+		}
+	}
+	d.log.Info("a member handed over a new library secret", "device", from, "epoch", offered.Epoch)
+	d.spawn(func() {
+		d.joinMu.Lock()
+		defer d.joinMu.Unlock()
+		cur, _ := d.store.Library()
+		if !offered.Supersedes(cur) {
+			// This device moved meanwhile (its own rotation, or a better
+			// offer): if the sender's secret lost, bring the sender over.
+			if offered.Secret != cur.Secret {
+				d.meetOnPrevious(r.Addrs)
+			}
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
+		defer cancel()
+		if err := d.moveToLocked(ctx, offered, r.Addrs); err != nil {
+			d.log.Error("move to the new library secret", "err", err)
+		}
+	})
+	return true
+}
+
+// removalsLearned acts on devices this device just learned were removed
+// (by a record, or a member's word when it handed a secret over): if one
+// of them handed this device its current secret, that secret may be known
+// to whoever holds the removed device (a device removed while this one was
+// away may still rotate and offer its own secret), so it rotates again.
+func (d *Daemon) removalsLearned(ids []crdt.DeviceID) {
+	cur, ok := d.store.Library()
+	if !ok || cur.From == 0 {
+		return
+	}
+	for _, id := range ids {
+		if uint64(id) == cur.From {
+			d.rotateSoon(fmt.Sprintf("the current secret came from device %s, which was removed", id))
+			return
+		}
+	}
+}
+
+// rotateAfterLeave rotates the secret after device id left the library.
+func (d *Daemon) rotateAfterLeave(id crdt.DeviceID) {
+	d.rotateSoon(fmt.Sprintf("device %s left", id))
+}
+
+// rotateSoon rotates the secret after a short random delay, unless the
+// epoch moves meanwhile (another member rotated for the same reason).
+func (d *Daemon) rotateSoon(why string) {
+	lib, _ := d.store.Library()
+	epoch := lib.Epoch
+	wait := mrand.N(leaveRotateJitter)
+	d.spawn(func() {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-d.closing:
+			return
+		}
+		if cur, _ := d.store.Library(); cur.Epoch != epoch {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
+		defer cancel()
+		if err := d.rotate(ctx, why); err != nil {
+			d.log.Error("rotate the library secret", "why", why, "err", err)
+		}
+	})
+}
+
+// spawn runs fn on a goroutine Close waits for, unless the daemon is
+// closing.
+func (d *Daemon) spawn(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	select {
+	case <-d.closing:
+		return
+	default:
+	}
+	d.wg.Go(fn)
+}

@@ -1,0 +1,142 @@
+package peer
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
+)
+
+// offers collects the rekey offers a node receives.
+type offers struct {
+	mu   sync.Mutex
+	from []crdt.DeviceID
+	got  []Rekey
+}
+
+func (o *offers) take(from crdt.DeviceID, r Rekey) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.from, o.got = append(o.from, from), append(o.got, r)
+	return true
+}
+
+func (o *offers) list() ([]crdt.DeviceID, []Rekey) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.from), slices.Clone(o.got)
+}
+
+// Issue 15: a restricted node (the one a device keeps on a superseded
+// secret) connects only with the members it admits, offers them the new
+// secret, and syncs nothing; a device it does not admit gets nothing, not
+// even a connection.
+func TestRestrictedNodeOffersOnlyToMembers(t *testing.T) {
+	old, next := newLib(t), newLib(t)
+	next.ID, next.Epoch = old.ID, 1
+	a, b, c := newDevice(t, "A"), newDevice(t, "B"), newDevice(t, "C")
+	bDev := DeviceIDOf(b.id)
+	offer := Rekey{Library: next, Removed: []crdt.DeviceID{DeviceIDOf(c.id)}, Addrs: loopback}
+	a.start(t, old, nil, func(cfg *Config) {
+		cfg.Restricted = true
+		cfg.Admit = func(d crdt.DeviceID) bool { return d == bDev }
+		cfg.RekeyOffer = func(crdt.DeviceID) (Rekey, bool) { return offer, true }
+	})
+	var atB, atC offers
+	if err := b.store.setPosition(bookKey(1), 7); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, old, a.node.Addrs(), func(cfg *Config) { cfg.OnRekey = atB.take })
+	c.start(t, old, a.node.Addrs(), func(cfg *Config) { cfg.OnRekey = atC.take })
+	poll.Until(t, "B to receive the offer", 10*time.Second, func() bool { f, _ := atB.list(); return len(f) > 0 })
+	from, got := atB.list()
+	if from[0] != DeviceIDOf(a.id) || got[0].Library != next || !slices.Equal(got[0].Removed, offer.Removed) ||
+		len(got[0].Addrs) != 1 || !got[0].Addrs[0].Equal(loopback[0]) {
+		t.Fatalf("B received %v from %v, want %+v from A", got[0], from[0], offer)
+	}
+	dials := c.node.Stats().DialAttempts
+	poll.Until(t, "C to dial A twice more", 30*time.Second, func() bool { return c.node.Stats().DialAttempts >= dials+2 })
+	if f, _ := atC.list(); len(f) != 0 || len(a.node.host.Network().ConnsToPeer(c.id)) != 0 {
+		t.Fatalf("a device the restricted node does not admit got %d offers", len(f))
+	}
+	if a.store.len() != 0 {
+		t.Fatalf("the restricted node synced %d records", a.store.len())
+	}
+}
+
+// OfferRekey reaches every connected peer but those skipped, and reports
+// who took it.
+func TestOfferRekey(t *testing.T) {
+	lib := newLib(t)
+	a, b, c := newDevice(t, "A"), newDevice(t, "B"), newDevice(t, "C")
+	var atB, atC offers
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs(), func(cfg *Config) { cfg.OnRekey = atB.take })
+	c.start(t, lib, a.node.Addrs(), func(cfg *Config) { cfg.OnRekey = atC.take })
+	poll.Until(t, "B and C to connect to A", 10*time.Second, func() bool {
+		return connectedTo(a.node, b.id) && connectedTo(a.node, c.id)
+	})
+	next := newLib(t)
+	took := a.node.OfferRekey(t.Context(), Rekey{Library: next}, func(d crdt.DeviceID) bool { return d == DeviceIDOf(c.id) })
+	if !slices.Equal(took, []crdt.DeviceID{DeviceIDOf(b.id)}) {
+		t.Fatalf("took: %v, want B only", took)
+	}
+	if f, _ := atC.list(); len(f) != 0 {
+		t.Fatal("a skipped peer got the offer")
+	}
+}
+
+func TestReadRekey(t *testing.T) {
+	good := Rekey{Library: Library{ID: [16]byte{1}, Secret: [32]byte{2}, Epoch: 3}, Removed: []crdt.DeviceID{4}, Addrs: loopback}
+	msg, err := encodeRekey(&good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readRekey(bytes.NewReader(msg))
+	if err != nil || got.Library != good.Library || !slices.Equal(got.Removed, good.Removed) || len(got.Addrs) != 1 {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	noSecret, _ := encodeRekey(&Rekey{Library: Library{ID: [16]byte{1}}})
+	for _, tc := range []struct {
+		name string
+		in   []byte
+	}{
+		{"empty length", []byte{0, 0}},
+		{"too long", []byte{0xff, 0xff}},
+		{"not cbor", []byte{0, 2, 0xff, 0xff}},
+		{"no secret", noSecret},
+		{"unknown field", append([]byte{0, 3}, 0xa1, 0x09, 0x01)},
+	} {
+		if _, err := readRekey(bytes.NewReader(tc.in)); !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: %v, want ErrProtocol", tc.name, err)
+		}
+	}
+	if _, err := readRekey(bytes.NewReader(msg[:len(msg)-1])); err == nil {
+		t.Error("a cut offer was read")
+	}
+}
+
+// Issue 15: a node stops redialling a device once it is removed.
+func TestRemovedDeviceNotRedialled(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	var removed removedSet
+	b.start(t, lib, nil)
+	a.start(t, lib, b.node.Addrs(), func(cfg *Config) { cfg.Removed = removed.has })
+	poll.Until(t, "A to connect to B", 10*time.Second, func() bool { return connectedTo(a.node, b.id) })
+	removed.add(DeviceIDOf(b.id))
+	a.node.Disconnect(DeviceIDOf(b.id))
+	poll.Until(t, "A to stop keeping B", 10*time.Second, func() bool {
+		for _, p := range a.node.Peers() {
+			if p.ID == b.id {
+				return !p.Kept && !p.Connected
+			}
+		}
+		return false
+	})
+}
