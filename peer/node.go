@@ -69,6 +69,13 @@ type Config struct {
 	// RekeyOffer, if set, is called when a peer connects: what to offer it,
 	// if anything.
 	RekeyOffer func(to crdt.DeviceID) (Rekey, bool)
+	// Summaries, if set, is what to gossip (summary.go): called when a
+	// peer connects, it returns this device's summary and the latest
+	// known of the others (crdt.Summaries.List order).
+	Summaries func() []crdt.Summary
+	// OnSummaries, if set, is called with every list of summaries a peer
+	// sends; it must not block for long.
+	OnSummaries func(from crdt.DeviceID, list []crdt.Summary)
 }
 
 // Node is one device's presence on the library's private network: a libp2p
@@ -177,6 +184,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	h.SetStreamHandler(RekeyProtocolID, n.handleRekey)
+	if !cfg.Restricted {
+		h.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
+	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -231,6 +241,7 @@ func (n *Node) Close() error {
 			n.host.RemoveStreamHandler(id)
 		}
 		n.host.RemoveStreamHandler(RekeyProtocolID)
+		n.host.RemoveStreamHandler(SummaryProtocolID)
 		if n.disc != nil {
 			n.disc.close()
 		}
