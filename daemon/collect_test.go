@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/internal/poll"
 )
@@ -96,6 +97,23 @@ func TestCollectOnceAllHoldTheDeletes(t *testing.T) {
 			t.Errorf("%s says %v hold collection back, after collecting everything", d.cfg.Name, h)
 		}
 	}
+	// A new device pulls from 0, and gets what is left of the collected
+	// books ahead of the records: it holds their deletes too, and
+	// collects them in its turn.
+	d := startPairable(t, "e-reader", quickCollect)
+	pairDevices(t, a, d)
+	poll.Until(t, "the new device to hold the deletes", 20*time.Second, func() bool {
+		e, ok, err := d.store.Get(ctxT(t), bookID(mustDo(crdt.ParseBookKey(collectKey(n-1)))(t)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, collected, err := d.store.Residue(ctxT(t), mustDo(crdt.ParseBookKey(collectKey(n-1)))(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return (ok && !e.Book.Deleted.IsZero()) || (collected && !r.Deleted.IsZero())
+	})
+	poll.Until(t, "the new device to collect them", 30*time.Second, func() bool { return deletedBooks(t, d) == 0 })
 	// What was collected stays deleted, and a new read of one of them
 	// revives it as it would have without collection.
 	mustDo(b.client.SetPosition(ctxT(t), collectKey(3), 99, 0.5, "book 3"))(t)

@@ -250,6 +250,11 @@ func (s syncStore) Since(ctx context.Context, after uint64, limit int, fn func(s
 
 func (s syncStore) Watch() (uint64, <-chan struct{}) { return s.d.store.Watch() }
 
+// Residues hands a puller from the start what is left of collected books.
+func (s syncStore) Residues(ctx context.Context, fn func(data []byte) error) error {
+	return s.d.store.Residues(ctx, fn)
+}
+
 func (s syncStore) Cursor(ctx context.Context, from crdt.DeviceID) (epoch, seq uint64, err error) {
 	c, _, err := s.d.store.Cursor(ctx, from)
 	return c.Epoch, c.Seq, err

@@ -152,6 +152,9 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 		return false, nil
 	}
 	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, acks: acks, version: version}
+	if cursor == 0 {
+		snd.residues = n.residues(ctx)
+	}
 	for {
 		last, changed := n.store.Watch()
 		if n.store.Epoch() != epoch {
@@ -302,6 +305,7 @@ type sender struct {
 	acks      *streamAcks
 	version   uint64 // of the stream
 	out       bytes.Buffer
+	residues  [][]byte // still to send to a puller from 0 (residues.go)
 }
 
 // catchUp sends everything after cursor, up to at least last (the store's
@@ -323,8 +327,10 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			full    bool
 			skipped uint64
 		)
-		err := snd.n.store.Since(ctx, cursor, maxBatchRecords, func(s uint64, data []byte) error {
-			if size+len(data) > maxBatchBytes && len(records) > 0 {
+		records, size = snd.takeResidues()
+		limit := maxBatchRecords - len(records)
+		err := snd.n.store.Since(ctx, cursor, limit, func(s uint64, data []byte) error {
+			if size+len(data) > maxBatchBytes && visited > 0 {
 				full = true
 				return errBatchFull
 			}
@@ -351,7 +357,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 		if err != nil && !errors.Is(err, errBatchFull) {
 			return cursor, fmt.Errorf("read changes: %w", err)
 		}
-		if visited == maxBatchRecords {
+		if visited == limit {
 			full = true
 		}
 		if !full && seq < last {
