@@ -65,24 +65,37 @@ func readSummaryMessage(r io.Reader) ([]crdt.Summary, error) {
 // gater refused its connection); whether the sender is a current member is
 // the daemon's to check.
 func (n *Node) handleSummaries(s network.Stream) {
-	if !n.track() {
-		s.Reset()
+	list, from, ok := takeMessage(n, s, "summaries", readSummaryMessage)
+	if !ok {
 		return
 	}
 	defer n.wg.Done()
-	_ = s.SetDeadline(time.Now().Add(handshakeTimeout))
-	p := s.Conn().RemotePeer()
-	from := DeviceIDOf(p)
-	list, err := readSummaryMessage(s)
-	if err != nil {
-		n.log.Warn("summaries: unreadable message", "peer", p, "device", from, "err", err)
-		s.Reset()
-		return
-	}
 	s.Close()
-	if n.cfg.OnSummaries != nil && !n.gater.refused(p) {
+	if n.cfg.OnSummaries != nil && !n.gater.refused(s.Conn().RemotePeer()) {
 		n.cfg.OnSummaries(from, list)
 	}
+}
+
+// takeMessage starts a handler of a stream that carries one message: it
+// registers the handler with the node (the caller calls n.wg.Done when ok)
+// and reads the message with read, within the handshake's time. On error it
+// logs, resets the stream and reports !ok.
+func takeMessage[T any](n *Node, s network.Stream, what string, read func(io.Reader) (T, error)) (msg T, from crdt.DeviceID, ok bool) {
+	if !n.track() {
+		s.Reset()
+		return msg, 0, false
+	}
+	_ = s.SetDeadline(time.Now().Add(handshakeTimeout))
+	p := s.Conn().RemotePeer()
+	from = DeviceIDOf(p)
+	msg, err := read(s)
+	if err != nil {
+		n.log.Warn(what+": unreadable message", "peer", p, "device", from, "err", err)
+		s.Reset()
+		n.wg.Done()
+		return msg, from, false
+	}
+	return msg, from, true
 }
 
 // sendSummaries sends msg, a framed message, to peer p.
