@@ -54,7 +54,8 @@ func newCollector() collector {
 func (d *Daemon) summaries() []crdt.Summary {
 	d.coll.mu.Lock()
 	defer d.coll.mu.Unlock()
-	return d.coll.known.List()
+	list := d.coll.known.List()
+	return slices.DeleteFunc(list, func(s crdt.Summary) bool { return s.Device != d.self && !d.members.current(s.Device) })
 }
 
 // onSummaries takes what a peer gossiped (peer.Config.OnSummaries). Only a
@@ -71,8 +72,11 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 	d.coll.mu.Lock()
 	added := false
 	for _, s := range list {
-		if s.Device == d.self {
-			continue // this device knows itself better
+		// This device knows itself better; a device that is not a current
+		// member holds nothing back, and keeping only members' bounds what
+		// is kept and gossiped.
+		if s.Device == d.self || !d.members.current(s.Device) {
+			continue
 		}
 		old, had := d.coll.known[s.Device]
 		if !d.coll.known.Add(s) {
@@ -166,8 +170,8 @@ func (d *Daemon) collectRound(ctx context.Context) {
 		d.coll.known.Add(own)
 	}
 	d.coll.news = false
-	list := d.coll.known.List()
 	d.coll.mu.Unlock()
+	list := d.summaries()
 	if node := d.currentNode(); gossip && node != nil {
 		if _, err := node.GossipSummaries(ctx, list); err != nil {
 			d.log.Warn("collection: gossip summaries", "err", err)
@@ -218,6 +222,9 @@ func (d *Daemon) forgetCursors(ctx context.Context) {
 // summary: that member holds everything back.
 func (d *Daemon) purge(ctx context.Context) {
 	members := d.currentMembers()
+	if !slices.Contains(members, d.self) {
+		return // forgotten, or not recorded as a member yet: it speaks for nobody
+	}
 	last := d.store.LastSeq()
 	d.coll.mu.Lock()
 	var waiting []crdt.DeviceID
