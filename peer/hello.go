@@ -17,18 +17,21 @@ import (
 // build speaks; protocolIDs lists every version it speaks, newest first.
 // Each version has its own libp2p protocol id, so that libp2p's protocol
 // negotiation picks the newest both sides speak before the first frame.
-const ProtocolID = "/danyue/sync/3"
+const ProtocolID = "/danyue/sync/4"
 
-var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/2", "/danyue/sync/1"}
+var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/3", "/danyue/sync/2", "/danyue/sync/1"}
 
 // ProtocolVersion is the version of the sync protocol this build speaks, sent
 // in every hello. A peer outside [MinProtocolVersion, ProtocolVersion] is
 // refused with an Error frame that says which side is too old. Version 2
 // adds the puller's Ack frames (see wireAck); version 3 the kosync link
 // records, which older versions would refuse and so are not sent to them
-// (knowsKind). A stream's version is the one its protocol id names.
+// (knowsKind); version 4 the puller's Start frame and the sender's Caught
+// frames, by which a record crosses the wire about once per receiving
+// device (knowledge.go). A stream's version is the one its protocol id
+// names.
 const (
-	ProtocolVersion    = 3
+	ProtocolVersion    = 4
 	MinProtocolVersion = 1
 )
 

@@ -85,6 +85,12 @@ type Node struct {
 	discovered bool
 
 	stats stats
+
+	// What this device knows it has of other devices' stores, which
+	// records came from where, and the catch-up gate (knowledge.go).
+	kn   knowledge
+	prov provenance
+	gate catchUpGate
 }
 
 // New starts a node: it listens, dials the static peers, and starts mDNS

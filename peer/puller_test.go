@@ -37,22 +37,41 @@ func TestPullerOverPipe(t *testing.T) {
 	batch := func(epoch, seq uint64, recs ...[]byte) *wireFrame {
 		return &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 9, Records: recs}}
 	}
+	caught := func(epoch, seq uint64, cursors, full []wireMark) *wireFrame {
+		return &wireFrame{Caught: &wireCaught{Epoch: epoch, Seq: seq, Cursors: cursors, Full: full}}
+	}
+	x := crdt.DeviceID(77)
+	handedOver := func(t *testing.T, n *Node) {
+		if m, ok := n.kn.cursor(x); !ok || m != (mark{5, 42}) {
+			t.Errorf("cursor of X %+v, %v; want 42 of epoch 5 handed over", m, ok)
+		}
+		full := n.kn.fullMarks(0)
+		want := map[wireMark]bool{{Device: uint64(x), Epoch: 5, Seq: 40}: true, {Device: uint64(DeviceIDOf(senderDev.id)), Epoch: 7, Seq: 3}: true}
+		if len(full) != len(want) || !want[full[0]] || !want[full[1]] {
+			t.Errorf("full marks %+v, want X's at 40 and the sender's at 3", full)
+		}
+	}
 	tests := []struct {
 		name    string
 		script  []*wireFrame
 		want    error // what the puller ends with (after the script the sender hangs up: io.EOF)
 		applied int   // records the puller's store holds afterwards
 		acks    int   // Ack frames the puller sent
+		check   func(*testing.T, *Node)
 	}{
-		{"two batches", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1)), batch(7, 3, rec(2), rec(3))}, io.EOF, 3, 2},
-		{"an empty batch advances", []*wireFrame{theirHello(7, 0), batch(7, 4)}, io.EOF, 0, 1},
-		{"a batch that does not advance", []*wireFrame{theirHello(7, 0), batch(7, 2, rec(1)), batch(7, 2, rec(2))}, ErrProtocol, 1, 1},
-		{"a batch of another epoch", []*wireFrame{theirHello(7, 0), batch(8, 1, rec(1))}, ErrProtocol, 0, 0},
-		{"a hello where a batch belongs", []*wireFrame{theirHello(7, 0), theirHello(7, 0)}, ErrProtocol, 0, 0},
-		{"a record that breaks the rules", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1), []byte{0xa2, 0x00, 0x01, 0x01, 0xa0})}, ErrProtocol, 0, 0},
-		{"a sender resuming past the cursor", []*wireFrame{theirHello(7, 5)}, ErrProtocol, 0, 0},
-		{"a refusal", []*wireFrame{errorFrame(ErrOtherLibrary)}, ErrOtherLibrary, 0, 0},
-		{"a hello of another library", []*wireFrame{{Hello: (&hello{Version: ProtocolVersion, Library: newLib(t).ID, Device: DeviceIDOf(senderDev.id), Epoch: 7}).wire()}}, ErrOtherLibrary, 0, 0},
+		{"caught up, with what the sender knew", []*wireFrame{theirHello(7, 0), batch(7, 3, rec(1)),
+			caught(7, 3, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 42}}, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 40}})}, io.EOF, 1, 1, handedOver},
+		{"caught up behind the stream", []*wireFrame{theirHello(7, 0), batch(7, 3, rec(1)), caught(7, 2, nil, nil)}, ErrProtocol, 1, 1, nil},
+		{"caught up in another epoch", []*wireFrame{theirHello(7, 0), caught(8, 0, nil, nil)}, ErrProtocol, 0, 0, nil},
+		{"two batches", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1)), batch(7, 3, rec(2), rec(3))}, io.EOF, 3, 2, nil},
+		{"an empty batch advances", []*wireFrame{theirHello(7, 0), batch(7, 4)}, io.EOF, 0, 1, nil},
+		{"a batch that does not advance", []*wireFrame{theirHello(7, 0), batch(7, 2, rec(1)), batch(7, 2, rec(2))}, ErrProtocol, 1, 1, nil},
+		{"a batch of another epoch", []*wireFrame{theirHello(7, 0), batch(8, 1, rec(1))}, ErrProtocol, 0, 0, nil},
+		{"a hello where a batch belongs", []*wireFrame{theirHello(7, 0), theirHello(7, 0)}, ErrProtocol, 0, 0, nil},
+		{"a record that breaks the rules", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1), []byte{0xa2, 0x00, 0x01, 0x01, 0xa0})}, ErrProtocol, 0, 0, nil},
+		{"a sender resuming past the cursor", []*wireFrame{theirHello(7, 5)}, ErrProtocol, 0, 0, nil},
+		{"a refusal", []*wireFrame{errorFrame(ErrOtherLibrary)}, ErrOtherLibrary, 0, 0, nil},
+		{"a hello of another library", []*wireFrame{{Hello: (&hello{Version: ProtocolVersion, Library: newLib(t).ID, Device: DeviceIDOf(senderDev.id), Epoch: 7}).wire()}}, ErrOtherLibrary, 0, 0, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,6 +107,16 @@ func TestPullerOverPipe(t *testing.T) {
 				if _, err := theirs.Write(b.Bytes()); err != nil {
 					break // the puller stopped reading: it refused
 				}
+				if sf.Hello != nil && sf == tc.script[0] {
+					// A version 4 puller says where to start: at its
+					// cursor, 0 here.
+					theirs.SetReadDeadline(time.Now().Add(5 * time.Second))
+					if body, err := fr.next(); err == nil {
+						if f, err := decodeFrame(body); err != nil || (f.Error == nil && (f.Start == nil || f.Start.Epoch != sf.Hello.Epoch || f.Start.Seq != 0)) {
+							t.Errorf("after the hellos the puller sent %+v, %v; want a Start from 0", f, err)
+						}
+					}
+				}
 				if sf.Batch != nil {
 					// Every applied batch is acknowledged before the
 					// next is read (net.Pipe has no buffer).
@@ -108,6 +137,9 @@ func TestPullerOverPipe(t *testing.T) {
 			}
 			if acks != tc.acks {
 				t.Errorf("%d acks, want %d", acks, tc.acks)
+			}
+			if tc.check != nil {
+				tc.check(t, n)
 			}
 		})
 	}
