@@ -18,6 +18,7 @@ func TestOlderPullerGetsOnlyKindsItKnows(t *testing.T) {
 		proto protocol.ID
 		links bool
 	}{
+		{"/danyue/sync/3", true},
 		{"/danyue/sync/2", false},
 		{"/danyue/sync/1", false},
 		{ProtocolID, true},

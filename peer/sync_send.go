@@ -462,13 +462,15 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			if err := appendFrame(&snd.out, f); err != nil {
 				return cursor, err
 			}
+			// Counted as sent before it is written: the puller may apply it
+			// and acknowledge it before the write returns here.
+			snd.acks.sentBatch(seq)
 			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
 				return cursor, fmt.Errorf("send batch: %w", err)
 			}
 			snd.n.stats.recordsSent.Add(uint64(len(records)))
 			snd.n.stats.echoesSkipped.Add(skipped)
 			cursor = seq
-			snd.acks.sentBatch(seq)
 			snd.n.mu.Lock()
 			snd.st.recordsOut += uint64(len(records))
 			snd.n.mu.Unlock()
