@@ -88,6 +88,10 @@ type wireBatch struct {
 	Seq     uint64   `cbor:"1,keyasint"`
 	Last    uint64   `cbor:"2,keyasint,omitempty"`
 	Records [][]byte `cbor:"3,keyasint,omitempty"`
+	// Gaps (version 4) gives each record's sequence number in the sender's
+	// store, as its gap from the previous record's (the first's from the
+	// stream's cursor): what a record's provenance is (knowledge.go).
+	Gaps []uint64 `cbor:"4,keyasint,omitempty"`
 }
 
 // wireAck is sent by the puller, on streams of protocol version 2 and

@@ -42,7 +42,7 @@ func openLink(a, b *device, version uint64) *pipeLink {
 		stop := context.AfterFunc(ctx, func() { ours.Close() })
 		l.err = p.run(ctx)
 		stop()
-		p.releaseGate()
+		p.releaseGate(false)
 		ours.Close()
 		<-served
 	}()

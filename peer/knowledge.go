@@ -130,8 +130,8 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 }
 
 // provenance remembers, by a hash of its encoding, which device sent each
-// record state merged here and up to which of its sequence numbers the
-// batch ran: a sender skips the record for a puller whose full mark of that
+// record state merged here and at which of its sequence numbers (the
+// record's own on a version 4 stream, else the end of its batch): a sender skips the record for a puller whose full mark of that
 // device covers it. Bounded like the echo sets: when full it is forgotten,
 // which only costs records sent again.
 type provenance struct {
@@ -144,21 +144,22 @@ type source struct {
 	mark
 }
 
-// add remembers that dev sent records in a batch of its epoch up to seq.
-// The first source of a state is kept: any one proves it.
-func (p *provenance) add(dev crdt.DeviceID, m mark, records [][]byte) {
+// add remembers that dev sent records from its store of epoch, record i
+// being its state at dev's sequence number seq(i) (or earlier). The first
+// source of a state is kept: any one proves it.
+func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.set == nil {
 		p.set = make(map[[16]byte]source, len(records))
 	}
-	for _, r := range records {
+	for i, r := range records {
 		if len(p.set) >= maxEchoes {
 			p.set = make(map[[16]byte]source)
 		}
 		k := echoKey(r)
 		if _, ok := p.set[k]; !ok {
-			p.set[k] = source{dev, m}
+			p.set[k] = source{dev, mark{epoch, seq(i)}}
 		}
 	}
 }
@@ -180,52 +181,77 @@ func (p *provenance) coveredBy(have map[crdt.DeviceID]mark, data []byte) bool {
 	return ok && m.epoch == src.epoch && m.seq >= src.seq
 }
 
-// catchUpGate lets one pull stream at a time catch up on a large backlog,
-// so that a device meeting several peers at once takes the library from
-// one of them and from the others only what is newer (it starts them from
-// the cursors the first one hands over). Waiting is bounded: a holder that
-// never catches up costs duplicates, not a stalled device.
+// catchUpGate lets one peer at a time catch up on a large backlog, so that
+// a device meeting several peers at once takes the library from one of them
+// and from the others only what is newer (it starts them from the cursors
+// the first one hands over). The gate belongs to a peer, not to a stream:
+// when the holder's stream breaks before it has caught up (at a join,
+// connections are often replaced as both sides dial), its next stream has
+// gateGrace to take the gate back before another peer gets it. Waiting is
+// bounded: a holder that never catches up costs duplicates, not a stalled
+// device.
 type catchUpGate struct {
-	mu   sync.Mutex
-	busy bool
-	free chan struct{} // closed when the holder releases
+	mu     sync.Mutex
+	holder *peerState
+	gen    uint64        // counts acquisitions, so a late grace timer is ignored
+	free   chan struct{} // closed when the holder lets go
 }
 
 // gateBacklog is the backlog (in sequence numbers) from which a pull
 // stream waits for the gate: smaller catch-ups run at once.
 const gateBacklog = 64
 
-// gateWait bounds how long a pull stream waits for another's catch-up.
+// gateWait bounds how long a pull stream waits for another peer's catch-up.
 const gateWait = time.Minute
 
-// acquire waits until no other stream holds the gate, or until gateWait has
-// passed, and returns a release function (a no-op if it gave up waiting).
-func (g *catchUpGate) acquire(ctx context.Context) (release func(), err error) {
+// gateGrace is how long a holder whose stream broke keeps the gate for its
+// next stream.
+const gateGrace = 3 * time.Second
+
+// acquire waits until no other peer holds the gate, or until gateWait has
+// passed, and returns a release function (a no-op if it gave up waiting):
+// release(true) once caught up, release(false) when the stream ends first.
+func (g *catchUpGate) acquire(ctx context.Context, st *peerState) (release func(caught bool), err error) {
 	t := time.NewTimer(gateWait)
 	defer t.Stop()
 	for {
 		g.mu.Lock()
-		if !g.busy {
-			g.busy, g.free = true, make(chan struct{})
+		if g.holder == nil || g.holder == st {
+			if g.holder == nil {
+				g.free = make(chan struct{})
+			}
+			g.holder = st
+			g.gen++
+			gen := g.gen
 			g.mu.Unlock()
 			var once sync.Once
-			return func() { once.Do(g.release) }, nil
+			return func(caught bool) { once.Do(func() { g.release(gen, caught) }) }, nil
 		}
 		free := g.free
 		g.mu.Unlock()
 		select {
 		case <-free:
 		case <-t.C:
-			return func() {}, nil
+			return func(bool) {}, nil
 		case <-ctx.Done():
-			return func() {}, ctx.Err()
+			return func(bool) {}, ctx.Err()
 		}
 	}
 }
 
-func (g *catchUpGate) release() {
+// release lets go of the hold of acquisition gen: at once if its stream
+// caught up, after gateGrace if it broke and no new stream of the same peer
+// took the gate again in the meantime.
+func (g *catchUpGate) release(gen uint64, caught bool) {
+	if !caught {
+		time.AfterFunc(gateGrace, func() { g.release(gen, true) })
+		return
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.busy = false
+	if g.gen != gen || g.holder == nil {
+		return
+	}
+	g.holder = nil
 	close(g.free)
 }

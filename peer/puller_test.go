@@ -35,7 +35,10 @@ func TestPullerOverPipe(t *testing.T) {
 		return &wireFrame{Hello: h.wire()}
 	}
 	batch := func(epoch, seq uint64, recs ...[]byte) *wireFrame {
-		return &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 9, Records: recs}}
+		return &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 9, Records: recs, Gaps: ones(len(recs))}}
+	}
+	gapped := func(seq uint64, gaps []uint64, recs ...[]byte) *wireFrame {
+		return &wireFrame{Batch: &wireBatch{Epoch: 7, Seq: seq, Last: 9, Records: recs, Gaps: gaps}}
 	}
 	caught := func(epoch, seq uint64, cursors, full []wireMark) *wireFrame {
 		return &wireFrame{Caught: &wireCaught{Epoch: epoch, Seq: seq, Cursors: cursors, Full: full}}
@@ -61,6 +64,9 @@ func TestPullerOverPipe(t *testing.T) {
 	}{
 		{"caught up, with what the sender knew", []*wireFrame{theirHello(7, 0), batch(7, 3, rec(1)),
 			caught(7, 3, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 42}}, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 40}})}, io.EOF, 1, 1, handedOver},
+		{"records without their sequence numbers", []*wireFrame{theirHello(7, 0), gapped(3, nil, rec(1))}, ErrProtocol, 0, 0, nil},
+		{"records numbered past the batch", []*wireFrame{theirHello(7, 0), gapped(3, []uint64{2, 2}, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
+		{"records numbered twice", []*wireFrame{theirHello(7, 0), gapped(3, []uint64{1, 0}, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
 		{"caught up behind the stream", []*wireFrame{theirHello(7, 0), batch(7, 3, rec(1)), caught(7, 2, nil, nil)}, ErrProtocol, 1, 1, nil},
 		{"caught up in another epoch", []*wireFrame{theirHello(7, 0), caught(8, 0, nil, nil)}, ErrProtocol, 0, 0, nil},
 		{"two batches", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1)), batch(7, 3, rec(2), rec(3))}, io.EOF, 3, 2, nil},
@@ -143,4 +149,14 @@ func TestPullerOverPipe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ones is the Gaps of a batch of n records numbered one after the other
+// from the stream's cursor.
+func ones(n int) []uint64 {
+	g := make([]uint64, n)
+	for i := range g {
+		g[i] = 1
+	}
+	return g
 }

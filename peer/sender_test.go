@@ -112,7 +112,7 @@ func TestSenderOverPipe(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	n.prov.add(other, mark{epoch: 3, seq: 10}, data)
+	n.prov.add(other, 3, func(int) uint64 { return 10 }, data)
 	for _, tc := range []struct {
 		have mark
 		want int

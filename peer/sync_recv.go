@@ -77,7 +77,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		n.mu.Unlock()
 	}()
 	p := &puller{n: n, st: st, s: s, version: streamVersion(s)}
-	defer p.releaseGate()
+	defer p.releaseGate(false)
 	defer func() {
 		if p.graceful {
 			s.Close() // a reset would discard our Error frame unread
@@ -114,7 +114,7 @@ type puller struct {
 	theirs   hello  // the sender's hello
 	cursor   uint64 // the sender's last sequence merged here
 	graceful bool   // an Error frame was sent: close, do not reset
-	release  func() // gives the catch-up gate back, if this stream holds it
+	release  func(caught bool) // gives the catch-up gate back, if this stream holds it
 }
 
 // run says hello and then applies batches until the stream fails.
@@ -216,7 +216,7 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 		return err
 	}
 	if theirs.Last-from > gateBacklog {
-		release, err := n.gate.acquire(ctx)
+		release, err := n.gate.acquire(ctx, st)
 		if err != nil {
 			return err
 		}
@@ -238,10 +238,11 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 	return nil
 }
 
-// releaseGate gives the catch-up gate back if this stream holds it.
-func (p *puller) releaseGate() {
+// releaseGate gives the catch-up gate back if this stream holds it: for
+// good once caught up, else for the next stream of the same peer to take.
+func (p *puller) releaseGate(caught bool) {
 	if p.release != nil {
-		p.release()
+		p.release(caught)
 		p.release = nil
 	}
 }
@@ -270,7 +271,7 @@ func (p *puller) caught(c *wireCaught) error {
 			n.kn.noteCursor(dev, mark{m.Epoch, m.Seq})
 		}
 	}
-	p.releaseGate()
+	p.releaseGate(true)
 	return nil
 }
 
@@ -300,7 +301,7 @@ func (p *puller) receive(ctx context.Context) error {
 	// Before the merge: once applied, the records can be streamed back at
 	// any moment, and the sender to this peer must already know them.
 	st.echo.add(b.Epoch, b.Records)
-	n.prov.add(st.device, mark{b.Epoch, b.Seq}, b.Records)
+	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
 	if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
@@ -336,8 +337,35 @@ func (p *puller) batch(f *wireFrame) (*wireBatch, error) {
 		return nil, protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, p.theirs.Epoch)
 	case b.Seq <= p.cursor:
 		return nil, protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, p.cursor)
+	case p.version < 4 && len(b.Gaps) > 0:
+		return nil, protoErrorf("record sequence numbers on a version %d stream", p.version)
+	case p.version >= 4 && len(b.Gaps) != len(b.Records):
+		return nil, protoErrorf("%d record sequence numbers for %d records", len(b.Gaps), len(b.Records))
+	}
+	seq := p.cursor
+	for _, g := range b.Gaps {
+		if g == 0 || g > b.Seq-seq {
+			return nil, protoErrorf("record sequence numbers do not rise within (%d, %d]", p.cursor, b.Seq)
+		}
+		seq += g
 	}
 	return b, nil
+}
+
+// recordSeqs returns the sequence number of each record of b, a checked
+// batch: exact on a version 4 stream, else the batch's end, which no record
+// of it passes.
+func (p *puller) recordSeqs(b *wireBatch) func(i int) uint64 {
+	if len(b.Gaps) == 0 {
+		return func(int) uint64 { return b.Seq }
+	}
+	seqs := make([]uint64, len(b.Gaps))
+	seq := p.cursor
+	for i, g := range b.Gaps {
+		seq += g
+		seqs[i] = seq
+	}
+	return func(i int) uint64 { return seqs[i] }
 }
 
 // send writes one frame.

@@ -138,10 +138,11 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 		return false, fmt.Errorf("send hello: %w", err)
 	}
 	s.SetDeadline(time.Time{})
-	// What the puller is known to have: what it sent us from its store as
-	// it was when it said hello, and (version 4) the full marks of its
-	// Start frame.
-	have := map[crdt.DeviceID]mark{DeviceIDOf(remote): {theirs.Epoch, theirs.Last}}
+	// What the puller is known to have (version 4): the full marks of its
+	// Start frame. Not what it sent us before this connection: a store can
+	// be restored from an old copy under the same epoch, and only this
+	// connection's echo set is sure to be of the store that is there now.
+	have := map[crdt.DeviceID]mark{}
 	if version >= 4 {
 		// The puller may wait for another of its streams to catch up before
 		// it says where to start: no deadline but the connection's.
@@ -418,6 +419,8 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			seq     = cursor
 			full    bool
 			skipped uint64
+			gaps    []uint64 // version 4: each record's sequence number, as the gap from the one before
+			prev    = cursor
 		)
 		err := snd.n.store.Since(ctx, cursor, maxBatchRecords, func(s uint64, data []byte) error {
 			if size+len(data) > maxBatchBytes && len(records) > 0 {
@@ -442,6 +445,10 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			arena = append(arena, data...)
 			records = append(records, arena[len(arena)-len(data):len(arena):len(arena)])
 			size += len(data)
+			if snd.version >= 4 {
+				gaps = append(gaps, s-prev)
+				prev = s
+			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, errBatchFull) {
@@ -458,7 +465,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 		}
 		if seq > cursor {
 			snd.out.Reset()
-			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: records}}
+			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: records, Gaps: gaps}}
 			if err := appendFrame(&snd.out, f); err != nil {
 				return cursor, err
 			}
