@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -159,4 +160,54 @@ func ones(n int) []uint64 {
 		g[i] = 1
 	}
 	return g
+}
+
+// A puller starts from the best cursor it has into the sender's store: its
+// own, or one another device handed over, at most the sender's last (a
+// cursor handed over may be past it: the sender's store grew while the
+// stream waited), never one of another epoch.
+func TestPullerStartsFromHandedOverCursor(t *testing.T) {
+	lib := newLib(t)
+	senderDev := newDevice(t, "sender")
+	for _, tc := range []struct {
+		handed mark
+		want   uint64
+	}{{mark{7, 5}, 5}, {mark{7, 12}, 9}, {mark{8, 5}, 0}} {
+		t.Run(fmt.Sprintf("%+v", tc.handed), func(t *testing.T) {
+			a := newDevice(t, "A")
+			n := a.start(t, lib, nil, quiet)
+			n.kn.noteCursor(DeviceIDOf(senderDev.id), tc.handed)
+			n.mu.Lock()
+			st := n.peer(senderDev.id)
+			n.mu.Unlock()
+			ours, theirs := net.Pipe()
+			defer theirs.Close()
+			p := &puller{n: n, st: st, s: ours, version: ProtocolVersion}
+			done := make(chan error, 1)
+			go func() { done <- p.run(t.Context()); ours.Close() }()
+			theirs.SetDeadline(time.Now().Add(10 * time.Second))
+			fr := &frameReader{r: theirs}
+			if _, err := fr.next(); err != nil {
+				t.Fatalf("the puller's hello: %v", err)
+			}
+			h := hello{Version: ProtocolVersion, Library: lib.ID, Device: DeviceIDOf(senderDev.id), Epoch: 7, Last: 9, Wall: time.Now()}
+			var b bytes.Buffer
+			if err := appendFrame(&b, &wireFrame{Hello: h.wire()}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := theirs.Write(b.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			body, err := fr.next()
+			if err != nil {
+				t.Fatalf("the puller's start: %v", err)
+			}
+			f, err := decodeFrame(body)
+			if err != nil || f.Start == nil || f.Start.Epoch != 7 || f.Start.Seq != tc.want {
+				t.Errorf("the puller sent %+v, %v; want a Start from %d of epoch 7", f.Start, err, tc.want)
+			}
+			theirs.Close()
+			<-done
+		})
+	}
 }

@@ -111,9 +111,9 @@ type puller struct {
 
 	fr       *frameReader
 	out      bytes.Buffer
-	theirs   hello  // the sender's hello
-	cursor   uint64 // the sender's last sequence merged here
-	graceful bool   // an Error frame was sent: close, do not reset
+	theirs   hello             // the sender's hello
+	cursor   uint64            // the sender's last sequence merged here
+	graceful bool              // an Error frame was sent: close, do not reset
 	release  func(caught bool) // gives the catch-up gate back, if this stream holds it
 }
 
@@ -207,15 +207,19 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 		if epoch == theirs.Epoch && cursor <= theirs.Last {
 			from = cursor
 		}
-		if m, ok := n.kn.cursor(st.device); ok && m.epoch == theirs.Epoch && m.seq <= theirs.Last {
-			from = max(from, m.seq)
+		// A cursor handed over may be past the sender's hello: its store
+		// grew while this stream waited at the gate. Everything up to its
+		// hello's last is then merged here all the same.
+		if m, ok := n.kn.cursor(st.device); ok && m.epoch == theirs.Epoch {
+			from = max(from, min(m.seq, theirs.Last))
 		}
 		return nil
 	}
 	if err := read(); err != nil {
 		return err
 	}
-	if theirs.Last-from > gateBacklog {
+	backlog, waitStart := theirs.Last-from, time.Now()
+	if backlog > gateBacklog {
 		release, err := n.gate.acquire(ctx, st)
 		if err != nil {
 			return err
@@ -225,6 +229,8 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 			return err
 		}
 	}
+	n.log.Debug("pulling from peer", "peer", st.id, "device", st.device, "from", from, "backlog", backlog,
+		"their_last", theirs.Last, "waited", time.Since(waitStart).Round(time.Millisecond))
 	have := n.kn.fullMarks(st.device)
 	if err := p.send(&wireFrame{Start: &wireStart{Epoch: theirs.Epoch, Seq: from, Have: have}}); err != nil {
 		return fmt.Errorf("send start: %w", err)
@@ -270,6 +276,9 @@ func (p *puller) caught(c *wireCaught) error {
 		if dev := crdt.DeviceID(m.Device); dev != n.self && dev != st.device {
 			n.kn.noteCursor(dev, mark{m.Epoch, m.Seq})
 		}
+	}
+	if p.release != nil {
+		n.log.Debug("caught up with peer", "peer", st.id, "device", st.device, "seq", c.Seq, "cursors", len(c.Cursors), "full", len(c.Full))
 	}
 	p.releaseGate(true)
 	return nil

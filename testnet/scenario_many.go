@@ -87,7 +87,8 @@ func joinLibrary(t TB, p Params, r *Report, others int) {
 	r.Note(t, "a device joining %d books shared by %d others received %d records (%.3f per book, target <= 1.1) and sent %d; it had every book %v after the join",
 		p.JoinBooks, others, tr.RecordsReceived, float64(tr.RecordsReceived)/float64(p.JoinBooks), tr.RecordsSent, took.Round(time.Millisecond))
 	if limit := uint64(p.JoinBooks*11/10) + uint64(len(all)); tr.RecordsReceived > limit {
-		t.Errorf("the joining device received %d records for %d books (and %d device records); the bound is %d", tr.RecordsReceived, p.JoinBooks, len(all), limit)
+		t.Errorf("the joining device received %d records for %d books (and %d device records); the bound is %d; its log ends:\n%s",
+			tr.RecordsReceived, p.JoinBooks, len(all), limit, n.tail(400))
 	}
 }
 
