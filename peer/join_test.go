@@ -21,6 +21,8 @@ type joined struct {
 // same records and every other device has merged everything the new one has.
 func joinLibrary(t testing.TB, books, others int, opts ...func(*Config)) joined {
 	t.Helper()
+	// What the devices know of each other settles soon after their syncs.
+	opts = append(opts, func(c *Config) { c.caughtEvery = 50 * time.Millisecond })
 	lib := newLib(t)
 	devs := make([]*device, others)
 	var addrs []ma.Multiaddr

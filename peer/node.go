@@ -48,6 +48,9 @@ type Config struct {
 	// OnEvent, if set, is called with peer events, in order, from one
 	// goroutine; it should not block for long.
 	OnEvent func(Event)
+
+	// caughtEvery, if set, replaces defaultCaughtEvery (tests).
+	caughtEvery time.Duration
 }
 
 // Node is one device's presence on the library's private network: a libp2p

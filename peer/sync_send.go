@@ -222,10 +222,16 @@ func readStart(fr *frameReader, epoch, last uint64, have map[crdt.DeviceID]mark)
 	return st.Seq, nil
 }
 
-// caughtEvery spaces a stream's Caught frames after its first: they tell
-// the puller what it has, which it needs soon, not at once, and on a busy
-// library one per change would cost more than the changes.
-const caughtEvery = time.Second
+// A stream's first Caught frame goes out as soon as it has caught up: it
+// is what a joining device waits for. Later ones only keep what pullers
+// know fresh for a later join, and on a busy library one per change (with
+// every device's cursor moving) would cost more than the changes: they wait
+// until the stream has been idle for caughtIdle, and come at most every
+// defaultCaughtEvery.
+const (
+	defaultCaughtEvery = 10 * time.Second
+	caughtIdle         = time.Second
+)
 
 // caughtState is what a send stream last said in a Caught frame.
 type caughtState struct {
@@ -237,8 +243,8 @@ type caughtState struct {
 
 // sayCaught sends a Caught frame for cursor, the end of what this stream
 // has sent, if the store has nothing newer and the frame would say
-// something new; or, within caughtEvery of the previous one, returns a
-// channel that fires when it may be sent.
+// something new; or, when a later one is not yet due, returns a channel
+// that fires when it is.
 func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, error) {
 	n := snd.n
 	// Our knowledge is read before we look at the store: what it says was
@@ -249,8 +255,15 @@ func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, e
 		c.ver = ver
 		return nil, nil
 	}
-	if wait := time.Until(c.at.Add(caughtEvery)); c.sent && wait > 0 {
-		return time.After(wait), nil
+	every := n.cfg.caughtEvery
+	if every == 0 {
+		every = defaultCaughtEvery
+	}
+	if c.sent {
+		wait := max(time.Until(c.at.Add(every)), time.Until(snd.lastBatch.Add(min(caughtIdle, every))))
+		if wait > 0 {
+			return time.After(wait), nil
+		}
 	}
 	if last, _ := n.store.Watch(); last > cursor || n.store.Epoch() != snd.epoch {
 		return nil, nil // not caught up after all: the caller goes on
@@ -399,6 +412,7 @@ type sender struct {
 	acks      *streamAcks
 	version   uint64 // of the stream
 	out       bytes.Buffer
+	lastBatch time.Time // when the last batch was sent
 }
 
 // catchUp sends everything after cursor, up to at least last (the store's
@@ -475,6 +489,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
 				return cursor, fmt.Errorf("send batch: %w", err)
 			}
+			snd.lastBatch = time.Now()
 			snd.n.stats.recordsSent.Add(uint64(len(records)))
 			snd.n.stats.echoesSkipped.Add(skipped)
 			cursor = seq

@@ -92,8 +92,12 @@ func joinLibrary(t TB, p Params, r *Report, others int) {
 	}
 }
 
-// idleBeforeJoin is how long a library is idle before a device joins it.
-const idleBeforeJoin = 2 * time.Second
+// idleBeforeJoin is how long a library is idle before a device joins it:
+// long enough for the devices to have told each other what they have (a
+// send stream's later Caught frames wait for 10 s of spacing and 1 s of
+// quiet; see peer/sync_send.go). A device joining right after a burst of
+// writes may send some of the burst back.
+const idleBeforeJoin = 12 * time.Second
 
 // caughtUp reports whether every node is connected to every other and has
 // nothing left to merge from any.
