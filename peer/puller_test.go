@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
 
 // The pull side of the protocol runs on any stream; here on net.Pipe, with
@@ -84,16 +85,10 @@ func TestPullerOverPipe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newDevice(t, "A")
 			n := a.start(t, lib, nil)
-			n.mu.Lock()
-			st := n.peer(senderDev.id)
-			n.mu.Unlock()
-			ours, theirs := net.Pipe()
-			defer theirs.Close()
-			p := &puller{n: n, st: st, s: ours, version: ProtocolVersion}
-			done := make(chan error, 1)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			go func() { done <- p.run(ctx); ours.Close() }()
+			theirs, done := pipePuller(ctx, n, senderDev.id)
+			defer theirs.Close()
 
 			fr := &frameReader{r: theirs}
 			body, err := fr.next()
@@ -177,14 +172,8 @@ func TestPullerStartsFromHandedOverCursor(t *testing.T) {
 			a := newDevice(t, "A")
 			n := a.start(t, lib, nil, quiet)
 			n.kn.noteCursor(DeviceIDOf(senderDev.id), tc.handed)
-			n.mu.Lock()
-			st := n.peer(senderDev.id)
-			n.mu.Unlock()
-			ours, theirs := net.Pipe()
+			theirs, done := pipePuller(t.Context(), n, senderDev.id)
 			defer theirs.Close()
-			p := &puller{n: n, st: st, s: ours, version: ProtocolVersion}
-			done := make(chan error, 1)
-			go func() { done <- p.run(t.Context()); ours.Close() }()
 			theirs.SetDeadline(time.Now().Add(10 * time.Second))
 			fr := &frameReader{r: theirs}
 			if _, err := fr.next(); err != nil {
@@ -210,4 +199,17 @@ func TestPullerStartsFromHandedOverCursor(t *testing.T) {
 			<-done
 		})
 	}
+}
+
+// pipePuller runs n's pull side of a stream from sender on net.Pipe, and
+// returns the sender's end and where the pull's result arrives.
+func pipePuller(ctx context.Context, n *Node, sender lpeer.ID) (net.Conn, <-chan error) {
+	n.mu.Lock()
+	st := n.peer(sender)
+	n.mu.Unlock()
+	ours, theirs := net.Pipe()
+	p := &puller{n: n, st: st, s: ours, version: ProtocolVersion}
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx); ours.Close() }()
+	return theirs, done
 }
