@@ -25,20 +25,28 @@ import (
 //     that moment, so each of the sender's cursors, read before that look,
 //     is true of the puller as well. The sender says so in a Caught frame;
 //     the puller starts its pull from D at the best of its own cursor and the
-//     ones it was handed (never beyond D's last, never across epochs). A
-//     device that joins a library therefore pulls everything from the first
-//     device it meets and from the others only what changed since.
+//     ones it was handed (a cursor is true of every lower number too, so one
+//     past D's hello counts up to D's last; never across epochs). A device
+//     that joins a library therefore pulls everything from the first device
+//     it meets (the others wait at the catch-up gate) and from the others
+//     only what changed since.
 //   - Whole states travel. "This store includes all of D's state of the
 //     moment D's last was L" (a full mark) is what a Caught frame proves of
 //     the sender, and, read before the look, of every full mark the sender
-//     holds. A record whose state here is exactly the one D sent us in a
-//     batch up to D-sequence s is, by that, in the state of any device whose
-//     full mark of D is s or more: a sender skips it for a puller that said
-//     so in its Start frame. That is what keeps a joining device from
-//     sending the library back to every device it meets.
+//     holds. A record whose state here is exactly the one D sent us as its
+//     state at D-sequence s (batches number their records) is, by that, in
+//     the state of any device whose full mark of D is s or more: a sender
+//     skips it for a puller that said so in its Start frame. That is what
+//     keeps a joining device from sending the library back to every device
+//     it meets.
 //
-// Everything here is a lower bound: knowledge that is lost (a restart, a
-// full table) only costs records that are sent again.
+// Only claims a device makes about its own store are used, and a puller's
+// own past records are skipped only through this connection's echo set: a
+// store restored from an old copy keeps its epoch, so what it sent before
+// may not be there now. Everything here is a lower bound: knowledge that is
+// lost (a restart, a full table) only costs records that are sent again;
+// the property test (interleave_test.go) checks that no interleaving of
+// streams, restarts and protocol versions loses a record.
 
 // mark is a position in another device's change sequence.
 type mark struct{ epoch, seq uint64 }
@@ -129,11 +137,14 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 	return out
 }
 
+// maxProvenance bounds the record states remembered (about 60 bytes each).
+const maxProvenance = 1 << 17
+
 // provenance remembers, by a hash of its encoding, which device sent each
 // record state merged here and at which of its sequence numbers (the
-// record's own on a version 4 stream, else the end of its batch): a sender skips the record for a puller whose full mark of that
-// device covers it. Bounded like the echo sets: when full it is forgotten,
-// which only costs records sent again.
+// record's own on a version 4 stream, else the end of its batch): a sender
+// skips the record for a puller whose full mark of that device covers it.
+// Bounded: when full it is forgotten, which only costs records sent again.
 type provenance struct {
 	mu  sync.Mutex
 	set map[[16]byte]source
@@ -154,7 +165,7 @@ func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64
 		p.set = make(map[[16]byte]source, len(records))
 	}
 	for i, r := range records {
-		if len(p.set) >= maxEchoes {
+		if len(p.set) >= maxProvenance {
 			p.set = make(map[[16]byte]source)
 		}
 		k := echoKey(r)
