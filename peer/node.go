@@ -69,6 +69,9 @@ type Config struct {
 	// RekeyOffer, if set, is called when a peer connects: what to offer it,
 	// if anything.
 	RekeyOffer func(to crdt.DeviceID) (Rekey, bool)
+
+	// caughtEvery, if set, replaces defaultCaughtEvery (tests).
+	caughtEvery time.Duration
 }
 
 // Node is one device's presence on the library's private network: a libp2p
@@ -107,6 +110,12 @@ type Node struct {
 	discovered bool
 
 	stats stats
+
+	// What this device knows it has of other devices' stores, which
+	// records came from where, and the catch-up gate (knowledge.go).
+	kn   knowledge
+	prov provenance
+	gate catchUpGate
 }
 
 // New starts a node: it listens, dials the static peers, and starts mDNS
