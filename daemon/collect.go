@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -43,10 +44,13 @@ type collector struct {
 	collected int
 	freed     int64
 	forgotten map[crdt.DeviceID]bool // cursors dropped
+	// handed: the store epoch of each device this one handed its residues
+	// to (residues are handed once per epoch of the receiver, per run).
+	handed map[crdt.DeviceID]uint64
 }
 
 func newCollector() collector {
-	return collector{known: crdt.Summaries{}, kick: make(chan struct{}, 1), forgotten: map[crdt.DeviceID]bool{}}
+	return collector{known: crdt.Summaries{}, kick: make(chan struct{}, 1), forgotten: map[crdt.DeviceID]bool{}, handed: map[crdt.DeviceID]uint64{}}
 }
 
 // summaries is what this device gossips (peer.Config.Summaries): its own
@@ -68,10 +72,20 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		d.log.Debug("summaries from a device that is not a current member: ignored", "device", from)
 		return
 	}
-	var behind []crdt.DeviceID
+	var (
+		behind []crdt.DeviceID
+		hand   bool
+	)
 	d.coll.mu.Lock()
 	added := false
 	for _, s := range list {
+		if s.Device == from && d.coll.handed[from] != s.Epoch {
+			// A device that has merged nothing of this store's epoch pulls
+			// it from the start, and gets no collected book that way.
+			if c, ok := s.CursorInto(d.self); !ok || c.Epoch != d.store.Epoch() {
+				d.coll.handed[from], hand = s.Epoch, true
+			}
+		}
 		// This device knows itself better; a device that is not a current
 		// member holds nothing back, and keeping only members' bounds what
 		// is kept and gossiped.
@@ -96,6 +110,9 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 			node.PullAllFrom(b)
 		}
 	}
+	if hand {
+		d.wg.Go(func() { d.handResidues(from) })
+	}
 	if added {
 		select {
 		case d.coll.kick <- struct{}{}:
@@ -112,15 +129,8 @@ func (d *Daemon) currentNode() *peer.Node {
 
 // collectLoop runs until the daemon closes.
 func (d *Daemon) collectLoop() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := d.untilClosing(0)
 	defer cancel()
-	go func() {
-		select {
-		case <-d.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	every := d.cfg.summaryEvery
 	if every <= 0 {
 		every = summaryEvery
@@ -294,4 +304,57 @@ func (d *Daemon) collectionView(id crdt.DeviceID) (covers, behind uint64, holdin
 		return 0, 0, false, false
 	}
 	return covers, d.coll.last - min(covers, d.coll.last), slices.Contains(d.coll.st.Holding(d.coll.last), id), true
+}
+
+// handResidues hands device to what is left of the books this device
+// collected: it pulls this store from the start, which lists none of them,
+// and should hold their deletes (crdt/collect.go).
+func (d *Daemon) handResidues(to crdt.DeviceID) {
+	ctx, cancel := d.untilClosing(2 * time.Minute)
+	defer cancel()
+	var records [][]byte
+	err := d.store.Residues(ctx, func(data []byte) error {
+		records = append(records, slices.Clone(data))
+		return nil
+	})
+	node := d.currentNode()
+	if err != nil || len(records) == 0 || node == nil {
+		if err != nil {
+			d.log.Warn("collection: read the residues to hand over", "device", to, "err", err)
+		}
+		return
+	}
+	if err := node.SendResidues(ctx, to, records); err != nil {
+		d.log.Info("collection: residues not handed over", "device", to, "err", err)
+		d.coll.mu.Lock()
+		delete(d.coll.handed, to)
+		d.coll.mu.Unlock()
+		return
+	}
+	d.log.Info("handed what is left of collected books to a device that pulls this one from the start", "device", to, "books", len(records))
+}
+
+// onResidues merges residues a member handed over (peer.Config.OnResidues).
+func (d *Daemon) onResidues(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error {
+	if !d.members.current(from) {
+		return fmt.Errorf("residues from device %s, not a current member", from)
+	}
+	return d.applyFrom(ctx, from, entries, nil)
+}
+
+// untilClosing returns a context that ends when the daemon starts closing,
+// or after timeout if it is not 0.
+func (d *Daemon) untilClosing(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	}
+	go func() {
+		select {
+		case <-d.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

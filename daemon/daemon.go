@@ -355,6 +355,7 @@ func (d *Daemon) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mult
 		RekeyOffer:  d.mainOffer,
 		Summaries:   d.summaries,
 		OnSummaries: d.onSummaries,
+		OnResidues:  d.onResidues,
 	})
 	if err != nil {
 		return fmt.Errorf("start peer network: %w", err)

@@ -33,11 +33,11 @@
 // given the older one up (often after a partition only its side noticed),
 // and our pull's older connection is closed so that ours moves too.
 //
-// # The sync protocol, /danyue/sync/2 (and /danyue/sync/1)
+// # The sync protocol, /danyue/sync/4 (and 3, 2, 1)
 //
 // Each side of a connection pulls from the other on a stream it opens, so a
-// connection carries two streams, one per direction. The puller offers both
-// protocol ids and libp2p's negotiation picks the newest the sender speaks;
+// connection carries two streams, one per direction. The puller offers every
+// protocol id and libp2p's negotiation picks the newest the sender speaks;
 // the hellos carry that version. A stream is a sequence of frames: a 4-byte
 // big-endian length (at most MaxFrame, checked before anything is
 // allocated) and a deterministic CBOR map holding exactly one of
@@ -48,6 +48,8 @@
 //	2 Batch  {0 epoch, 1 seq, 2 last, 3 [encoded records]}
 //	3 Error  {0 code, 1 min version, 2 version, 3 message}
 //	4 Ack    {0 epoch, 1 seq}  (version 2)
+//	5 Start  {0 epoch, 1 seq, 2 [[device, epoch, seq]]}  (version 4)
+//	6 Caught {0 epoch, 1 seq, 2 [[device, epoch, seq]], 3 [[...]]}  (version 4)
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the
@@ -61,6 +63,11 @@
 // from it starts over from 0. Both sides
 // log a refusal and report it as a PeerRefused event (ErrPeerTooOld,
 // ErrPeerTooNew, ErrOtherLibrary, ErrDeviceMismatch).
+//
+// On a version 4 stream the puller then sends a Start frame: where the
+// batches start (its cursor, or a better one another device handed over;
+// see below) and its full marks. A puller with a large backlog first waits,
+// for a bounded time, while another of its streams catches up.
 //
 // Then the sender sends Batch frames: every record whose last change has a
 // sequence number after the cursor, as its current encoding (crdt.Entry.Encode),
@@ -83,6 +90,19 @@
 // room; so a puller slower than its sender (a phone under a flood of
 // records, or relaying one) holds a few batches, not a queue. What a sender
 // that ignores this can push is bounded by yamux's 1 MiB stream window.
+//
+// Once everything up to its last sequence number is sent (and at most every
+// second after the first time), a version 4 sender says so in a Caught
+// frame, with those of its cursors into other devices' stores and full
+// marks that changed since its previous one. A cursor is true of whoever has
+// everything its holder had, so the puller starts its own pulls from those
+// devices there: a device that meets several peers at once takes the
+// library from one and only what is newer from the others. A full mark ("I
+// have all of D's state as of D's sequence S") lets a sender skip, for a
+// puller that sent it, every record whose state here is exactly one that D
+// sent in a batch up to S: a joining device sends nothing back. What this
+// rests on, and why it never skips a record the puller lacks, is in
+// knowledge.go.
 //
 // A merge that changes local state is a local change with a new sequence
 // number, so changes relay through intermediate devices (A-B-C converges

@@ -53,6 +53,9 @@ type wireFrame struct {
 	Batch *wireBatch `cbor:"2,keyasint,omitempty"`
 	Error *wireError `cbor:"3,keyasint,omitempty"`
 	Ack   *wireAck   `cbor:"4,keyasint,omitempty"`
+	// Version 4.
+	Start  *wireStart  `cbor:"5,keyasint,omitempty"`
+	Caught *wireCaught `cbor:"6,keyasint,omitempty"`
 }
 
 // wireHello opens a stream in both directions. Key 0 (the version) must keep
@@ -85,6 +88,10 @@ type wireBatch struct {
 	Seq     uint64   `cbor:"1,keyasint"`
 	Last    uint64   `cbor:"2,keyasint,omitempty"`
 	Records [][]byte `cbor:"3,keyasint,omitempty"`
+	// Gaps (version 4) gives each record's sequence number in the sender's
+	// store, as its gap from the previous record's (the first's from the
+	// stream's cursor): what a record's provenance is (knowledge.go).
+	Gaps []uint64 `cbor:"4,keyasint,omitempty"`
 }
 
 // wireAck is sent by the puller, on streams of protocol version 2 and
@@ -93,6 +100,37 @@ type wireBatch struct {
 type wireAck struct {
 	Epoch uint64 `cbor:"0,keyasint"`
 	Seq   uint64 `cbor:"1,keyasint"`
+}
+
+// wireStart is the puller's second frame on a stream of version 4 and
+// later, after the hellos: where the sender's batches start (Seq, of the
+// sender's store Epoch as its hello gave it; at most its hello's Last) and
+// the puller's full marks (knowledge.go), by which the sender skips records
+// the puller has.
+type wireStart struct {
+	Epoch uint64     `cbor:"0,keyasint"`
+	Seq   uint64     `cbor:"1,keyasint,omitempty"`
+	Have  []wireMark `cbor:"2,keyasint,omitempty"`
+}
+
+// wireCaught follows a batch, on streams of version 4 and later, when the
+// sender has sent everything up to its last sequence number Seq: the puller
+// now includes the sender's whole state of that moment, and with it the
+// sender's cursors (Cursors) and full marks (Full) that changed since the
+// stream's previous Caught frame (all of them in the first).
+type wireCaught struct {
+	Epoch   uint64     `cbor:"0,keyasint"`
+	Seq     uint64     `cbor:"1,keyasint,omitempty"`
+	Cursors []wireMark `cbor:"2,keyasint,omitempty"`
+	Full    []wireMark `cbor:"3,keyasint,omitempty"`
+}
+
+// wireMark is a position in one device's change sequence.
+type wireMark struct {
+	_      struct{} `cbor:",toarray"`
+	Device uint64
+	Epoch  uint64
+	Seq    uint64
 }
 
 // wireError is the last frame of a refused stream.
@@ -215,7 +253,7 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("decode frame: %w", err)
 	}
 	n := 0
-	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil} {
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil} {
 		if set {
 			n++
 		}

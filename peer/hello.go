@@ -26,8 +26,10 @@ var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/3", "/danyue/sync/2", 
 // refused with an Error frame that says which side is too old. Version 2
 // adds the puller's Ack frames (see wireAck); version 3 the kosync link
 // records, which older versions would refuse and so are not sent to them
-// (knowsKind); version 4 the member records, likewise. A stream's version
-// is the one its protocol id names.
+// (knowsKind); version 4 the member records, likewise, and the puller's
+// Start frame and the sender's Caught frames, by which a record crosses the
+// wire about once per receiving device (knowledge.go). A stream's version is
+// the one its protocol id names.
 const (
 	ProtocolVersion    = 4
 	MinProtocolVersion = 1

@@ -27,6 +27,16 @@ func helloBody(t testing.TB, h *wireHello) []byte {
 	return buf.Bytes()[4:]
 }
 
+// startBody is a version 4 puller's Start frame.
+func startBody(t testing.TB, epoch, seq uint64, have ...wireMark) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := appendFrame(&b, &wireFrame{Start: &wireStart{Epoch: epoch, Seq: seq, Have: have}}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()[4:]
+}
+
 // futureHello is a hello as a later version might send it: another version
 // number and a field this build does not know.
 func futureHello(t testing.TB, version uint64, lib Library, dev crdt.DeviceID) []byte {

@@ -50,7 +50,7 @@ func TestHostileSenderChangesNothing(t *testing.T) {
 		}
 		writeRaw(t, s, helloBody(t, &wireHello{Version: ProtocolVersion, Library: lib.ID[:], Device: uint64(rdev), Epoch: epoch, Last: 2}))
 		batch := func(seq uint64, recs ...[]byte) {
-			writeRaw(t, s, frameBody(t, &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 2, Records: recs}}))
+			writeRaw(t, s, frameBody(t, &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 2, Records: recs, Gaps: ones(len(recs))}}))
 		}
 		switch n {
 		case 1:

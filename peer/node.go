@@ -76,6 +76,12 @@ type Config struct {
 	// OnSummaries, if set, is called with every list of summaries a peer
 	// sends; it must not block for long.
 	OnSummaries func(from crdt.DeviceID, list []crdt.Summary)
+	// OnResidues, if set, merges residues of collected books a peer hands
+	// over (residues.go), without moving any cursor.
+	OnResidues func(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error
+
+	// caughtEvery, if set, replaces defaultCaughtEvery (tests).
+	caughtEvery time.Duration
 }
 
 // Node is one device's presence on the library's private network: a libp2p
@@ -114,6 +120,12 @@ type Node struct {
 	discovered bool
 
 	stats stats
+
+	// What this device knows it has of other devices' stores, which
+	// records came from where, and the catch-up gate (knowledge.go).
+	kn   knowledge
+	prov provenance
+	gate catchUpGate
 }
 
 // New starts a node: it listens, dials the static peers, and starts mDNS
@@ -186,6 +198,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	h.SetStreamHandler(RekeyProtocolID, n.handleRekey)
 	if !cfg.Restricted {
 		h.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
+		h.SetStreamHandler(ResidueProtocolID, n.handleResidues)
 	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
@@ -242,6 +255,7 @@ func (n *Node) Close() error {
 		}
 		n.host.RemoveStreamHandler(RekeyProtocolID)
 		n.host.RemoveStreamHandler(SummaryProtocolID)
+		n.host.RemoveStreamHandler(ResidueProtocolID)
 		if n.disc != nil {
 			n.disc.close()
 		}

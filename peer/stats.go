@@ -12,8 +12,9 @@ type Stats struct {
 	FramesReceived  uint64
 	RecordsSent     uint64
 	RecordsReceived uint64 // decoded and valid, counted before they are applied
-	// EchoesSkipped counts records not sent back to the device they came
-	// from (see echo.go).
+	// EchoesSkipped counts records not sent to a device known to have
+	// them: back to the device they came from (echo.go), or to one whose
+	// full marks cover them (knowledge.go).
 	EchoesSkipped uint64
 	// SendWaits counts the times a send stream had maxUnacked batches in
 	// flight and waited for the puller to acknowledge one before reading

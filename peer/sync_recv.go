@@ -77,6 +77,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		n.mu.Unlock()
 	}()
 	p := &puller{n: n, st: st, s: s, version: streamVersion(s)}
+	defer p.releaseGate(false)
 	defer func() {
 		if p.graceful {
 			s.Close() // a reset would discard our Error frame unread
@@ -110,9 +111,10 @@ type puller struct {
 
 	fr       *frameReader
 	out      bytes.Buffer
-	theirs   hello  // the sender's hello
-	cursor   uint64 // the sender's last sequence merged here
-	graceful bool   // an Error frame was sent: close, do not reset
+	theirs   hello             // the sender's hello
+	cursor   uint64            // the sender's last sequence merged here
+	graceful bool              // an Error frame was sent: close, do not reset
+	release  func(caught bool) // gives the catch-up gate back, if this stream holds it
 }
 
 // run says hello and then applies batches until the stream fails.
@@ -181,6 +183,104 @@ func (p *puller) handshake(ctx context.Context) error {
 		n.mu.Unlock()
 	}
 	n.helloDone(st, theirs, p.version, clockOffset(theirs.Wall, sent, received), p.cursor)
+	if p.version < 4 {
+		return nil
+	}
+	return p.start(ctx, resendAll)
+}
+
+// start decides where the sender's batches start and says so, with this
+// device's full marks (version 4). A large backlog waits for the catch-up
+// gate first: while another stream catches up, the cursors it hands over
+// may make this one's backlog small.
+func (p *puller) start(ctx context.Context, resendAll bool) error {
+	n, st, theirs := p.n, p.st, p.theirs
+	from := uint64(0)
+	read := func() error {
+		if resendAll {
+			return nil
+		}
+		epoch, cursor, err := n.store.Cursor(ctx, st.device)
+		if err != nil {
+			return fmt.Errorf("read cursor: %w", err)
+		}
+		if epoch == theirs.Epoch && cursor <= theirs.Last {
+			from = cursor
+		}
+		// A cursor handed over may be past the sender's hello: its store
+		// grew while this stream waited at the gate. Everything up to its
+		// hello's last is then merged here all the same.
+		if m, ok := n.kn.cursor(st.device); ok && m.epoch == theirs.Epoch {
+			from = max(from, min(m.seq, theirs.Last))
+		}
+		return nil
+	}
+	if err := read(); err != nil {
+		return err
+	}
+	backlog, waitStart := theirs.Last-from, time.Now()
+	if backlog > gateBacklog {
+		release, err := n.gate.acquire(ctx, st)
+		if err != nil {
+			return err
+		}
+		p.release = release
+		if err := read(); err != nil {
+			return err
+		}
+	}
+	n.log.Debug("pulling from peer", "peer", st.id, "device", st.device, "from", from, "backlog", backlog,
+		"their_last", theirs.Last, "waited", time.Since(waitStart).Round(time.Millisecond))
+	have := n.kn.fullMarks(st.device)
+	if err := p.send(&wireFrame{Start: &wireStart{Epoch: theirs.Epoch, Seq: from, Have: have}}); err != nil {
+		return fmt.Errorf("send start: %w", err)
+	}
+	p.cursor = from
+	n.kn.noteCursor(st.device, mark{theirs.Epoch, from})
+	n.mu.Lock()
+	st.merged = from
+	n.progressedLocked()
+	n.mu.Unlock()
+	return nil
+}
+
+// releaseGate gives the catch-up gate back if this stream holds it: for
+// good once caught up, else for the next stream of the same peer to take.
+func (p *puller) releaseGate(caught bool) {
+	if p.release != nil {
+		p.release(caught)
+		p.release = nil
+	}
+}
+
+// caught takes a Caught frame: this device now includes the sender's whole
+// state of the moment its last sequence number was c.Seq, and with it what
+// the sender knew of other devices then.
+func (p *puller) caught(c *wireCaught) error {
+	n, st := p.n, p.st
+	switch {
+	case p.version < 4:
+		return protoErrorf("caught frame on a version %d stream", p.version)
+	case c.Epoch != p.theirs.Epoch || c.Seq != p.cursor:
+		return protoErrorf("caught up to %d of epoch %d, but the stream is at %d of epoch %d", c.Seq, c.Epoch, p.cursor, p.theirs.Epoch)
+	case len(c.Cursors) > maxMarks || len(c.Full) > maxMarks:
+		return protoErrorf("caught frame of %d cursors and %d full marks", len(c.Cursors), len(c.Full))
+	}
+	n.kn.noteFull(st.device, mark{c.Epoch, c.Seq})
+	for _, m := range c.Full {
+		if dev := crdt.DeviceID(m.Device); dev != n.self && dev != st.device {
+			n.kn.noteFull(dev, mark{m.Epoch, m.Seq})
+		}
+	}
+	for _, m := range c.Cursors {
+		if dev := crdt.DeviceID(m.Device); dev != n.self && dev != st.device {
+			n.kn.noteCursor(dev, mark{m.Epoch, m.Seq})
+		}
+	}
+	if p.release != nil {
+		n.log.Debug("caught up with peer", "peer", st.id, "device", st.device, "seq", c.Seq, "cursors", len(c.Cursors), "full", len(c.Full))
+	}
+	p.releaseGate(true)
 	return nil
 }
 
@@ -192,7 +292,14 @@ func (p *puller) receive(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read batch: %w", err)
 	}
-	b, err := p.batch(body)
+	f, err := decodeFrame(body)
+	if err != nil {
+		return err
+	}
+	if f.Caught != nil {
+		return p.caught(f.Caught)
+	}
+	b, err := p.batch(f)
 	if err != nil {
 		return err
 	}
@@ -203,11 +310,13 @@ func (p *puller) receive(ctx context.Context) error {
 	// Before the merge: once applied, the records can be streamed back at
 	// any moment, and the sender to this peer must already know them.
 	st.echo.add(b.Epoch, b.Records)
+	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
 	if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	p.cursor = b.Seq
+	n.kn.noteCursor(st.device, mark{b.Epoch, b.Seq})
 	n.mu.Lock()
 	st.merged, st.remoteLast, st.lastSeen = p.cursor, max(b.Last, p.cursor), n.now()
 	st.recordsIn += uint64(len(entries))
@@ -224,12 +333,8 @@ func (p *puller) receive(ctx context.Context) error {
 	return nil
 }
 
-// batch decodes a frame that must be the next batch of the stream.
-func (p *puller) batch(body []byte) (*wireBatch, error) {
-	f, err := decodeFrame(body)
-	if err != nil {
-		return nil, err
-	}
+// batch checks that a frame is the next batch of the stream.
+func (p *puller) batch(f *wireFrame) (*wireBatch, error) {
 	if f.Error != nil {
 		return nil, refusal(f.Error)
 	}
@@ -241,8 +346,35 @@ func (p *puller) batch(body []byte) (*wireBatch, error) {
 		return nil, protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, p.theirs.Epoch)
 	case b.Seq <= p.cursor:
 		return nil, protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, p.cursor)
+	case p.version < 4 && len(b.Gaps) > 0:
+		return nil, protoErrorf("record sequence numbers on a version %d stream", p.version)
+	case p.version >= 4 && len(b.Gaps) != len(b.Records):
+		return nil, protoErrorf("%d record sequence numbers for %d records", len(b.Gaps), len(b.Records))
+	}
+	seq := p.cursor
+	for _, g := range b.Gaps {
+		if g == 0 || g > b.Seq-seq {
+			return nil, protoErrorf("record sequence numbers do not rise within (%d, %d]", p.cursor, b.Seq)
+		}
+		seq += g
 	}
 	return b, nil
+}
+
+// recordSeqs returns the sequence number of each record of b, a checked
+// batch: exact on a version 4 stream, else the batch's end, which no record
+// of it passes.
+func (p *puller) recordSeqs(b *wireBatch) func(i int) uint64 {
+	if len(b.Gaps) == 0 {
+		return func(int) uint64 { return b.Seq }
+	}
+	seqs := make([]uint64, len(b.Gaps))
+	seq := p.cursor
+	for i, g := range b.Gaps {
+		seq += g
+		seqs[i] = seq
+	}
+	return func(i int) uint64 { return seqs[i] }
 }
 
 // send writes one frame.

@@ -138,6 +138,18 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 		return false, fmt.Errorf("send hello: %w", err)
 	}
 	s.SetDeadline(time.Time{})
+	// What the puller is known to have (version 4): the full marks of its
+	// Start frame. Not what it sent us before this connection: a store can
+	// be restored from an old copy under the same epoch, and only this
+	// connection's echo set is sure to be of the store that is there now.
+	have := map[crdt.DeviceID]mark{}
+	if version >= 4 {
+		// The puller may wait for another of its streams to catch up before
+		// it says where to start: no deadline but the connection's.
+		if cursor, err = readStart(fr, epoch, last, have); err != nil {
+			return false, err
+		}
+	}
 
 	n.mu.Lock()
 	st := n.peer(remote)
@@ -151,10 +163,8 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks) }) {
 		return false, nil
 	}
-	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, acks: acks, version: version}
-	if cursor == 0 {
-		snd.residues = n.residues(ctx)
-	}
+	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have, acks: acks, version: version}
+	var caught caughtState
 	for {
 		last, changed := n.store.Watch()
 		if n.store.Epoch() != epoch {
@@ -166,12 +176,108 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 			}
 			continue
 		}
+		var later <-chan time.Time
+		if version >= 4 {
+			if later, err = snd.sayCaught(&caught, cursor); err != nil {
+				return false, err
+			}
+		}
 		select {
 		case <-changed:
+		case <-later:
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
 	}
+}
+
+// readStart reads a version 4 puller's Start frame: where to start (in
+// epoch, our store's, at most last, what our hello said) and the puller's
+// full marks, which it adds to have.
+func readStart(fr *frameReader, epoch, last uint64, have map[crdt.DeviceID]mark) (uint64, error) {
+	body, err := fr.next()
+	if err != nil {
+		return 0, fmt.Errorf("read start: %w", err)
+	}
+	f, err := decodeFrame(body)
+	if err != nil {
+		return 0, err
+	}
+	st := f.Start
+	switch {
+	case f.Error != nil:
+		return 0, refusal(f.Error)
+	case st == nil:
+		return 0, protoErrorf("expected a start frame")
+	case st.Epoch != epoch || st.Seq > last:
+		return 0, protoErrorf("start at %d of epoch %d; our store is at %d of epoch %d", st.Seq, st.Epoch, last, epoch)
+	case len(st.Have) > maxMarks:
+		return 0, protoErrorf("start frame of %d marks", len(st.Have))
+	}
+	for _, m := range st.Have {
+		if m.Epoch != 0 {
+			have[crdt.DeviceID(m.Device)] = mark{m.Epoch, m.Seq}
+		}
+	}
+	return st.Seq, nil
+}
+
+// A stream's first Caught frame goes out as soon as it has caught up: it
+// is what a joining device waits for. Later ones only keep what pullers
+// know fresh for a later join, and on a busy library one per change (with
+// every device's cursor moving) would cost more than the changes: they wait
+// until the stream has been idle for caughtIdle, and come at most every
+// defaultCaughtEvery.
+const (
+	defaultCaughtEvery = 10 * time.Second
+	caughtIdle         = time.Second
+)
+
+// caughtState is what a send stream last said in a Caught frame.
+type caughtState struct {
+	sent bool
+	seq  uint64 // up to where
+	ver  uint64 // the version of our knowledge it carried
+	at   time.Time
+}
+
+// sayCaught sends a Caught frame for cursor, the end of what this stream
+// has sent, if the store has nothing newer and the frame would say
+// something new; or, when a later one is not yet due, returns a channel
+// that fires when it is.
+func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, error) {
+	n := snd.n
+	// Our knowledge is read before we look at the store: what it says was
+	// true of us before the moment our last sequence number is seen to be
+	// cursor, and so of the puller, which has everything up to there.
+	weak, full, ver := n.kn.since(c.ver, snd.st.device)
+	if c.sent && c.seq == cursor && len(weak) == 0 && len(full) == 0 {
+		c.ver = ver
+		return nil, nil
+	}
+	every := n.cfg.caughtEvery
+	if every == 0 {
+		every = defaultCaughtEvery
+	}
+	if c.sent {
+		wait := max(time.Until(c.at.Add(every)), time.Until(snd.lastBatch.Add(min(caughtIdle, every))))
+		if wait > 0 {
+			return time.After(wait), nil
+		}
+	}
+	if last, _ := n.store.Watch(); last > cursor || n.store.Epoch() != snd.epoch {
+		return nil, nil // not caught up after all: the caller goes on
+	}
+	snd.out.Reset()
+	f := &wireFrame{Caught: &wireCaught{Epoch: snd.epoch, Seq: cursor, Cursors: weak, Full: full}}
+	if err := appendFrame(&snd.out, f); err != nil {
+		return nil, err
+	}
+	if err := n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
+		return nil, fmt.Errorf("send caught: %w", err)
+	}
+	*c = caughtState{sent: true, seq: cursor, ver: ver, at: time.Now()}
+	return nil, nil
 }
 
 func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *frameReader, st *peerState, acks *streamAcks) {
@@ -302,10 +408,11 @@ type sender struct {
 	epoch     uint64 // of our store
 	peerEpoch uint64 // of the puller's store, for echo suppression
 	echo      *echoSet
+	have      map[crdt.DeviceID]mark // full marks of the puller
 	acks      *streamAcks
 	version   uint64 // of the stream
 	out       bytes.Buffer
-	residues  [][]byte // still to send to a puller from 0 (residues.go)
+	lastBatch time.Time // when the last batch was sent
 }
 
 // catchUp sends everything after cursor, up to at least last (the store's
@@ -326,17 +433,17 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			seq     = cursor
 			full    bool
 			skipped uint64
+			gaps    []uint64 // version 4: each record's sequence number, as the gap from the one before
+			prev    = cursor
 		)
-		records, size = snd.takeResidues()
-		limit := maxBatchRecords - len(records)
-		err := snd.n.store.Since(ctx, cursor, limit, func(s uint64, data []byte) error {
-			if size+len(data) > maxBatchBytes && visited > 0 {
+		err := snd.n.store.Since(ctx, cursor, maxBatchRecords, func(s uint64, data []byte) error {
+			if size+len(data) > maxBatchBytes && len(records) > 0 {
 				full = true
 				return errBatchFull
 			}
 			visited++
 			seq = s
-			if snd.echo.take(snd.peerEpoch, data) {
+			if snd.echo.take(snd.peerEpoch, data) || snd.n.prov.coveredBy(snd.have, data) {
 				skipped++
 				return nil
 			}
@@ -352,12 +459,16 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			arena = append(arena, data...)
 			records = append(records, arena[len(arena)-len(data):len(arena):len(arena)])
 			size += len(data)
+			if snd.version >= 4 {
+				gaps = append(gaps, s-prev)
+				prev = s
+			}
 			return nil
 		})
 		if err != nil && !errors.Is(err, errBatchFull) {
 			return cursor, fmt.Errorf("read changes: %w", err)
 		}
-		if visited == limit {
+		if visited == maxBatchRecords {
 			full = true
 		}
 		if !full && seq < last {
@@ -368,17 +479,20 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 		}
 		if seq > cursor {
 			snd.out.Reset()
-			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: records}}
+			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: records, Gaps: gaps}}
 			if err := appendFrame(&snd.out, f); err != nil {
 				return cursor, err
 			}
+			// Counted as sent before it is written: the puller may apply it
+			// and acknowledge it before the write returns here.
+			snd.acks.sentBatch(seq)
 			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
 				return cursor, fmt.Errorf("send batch: %w", err)
 			}
+			snd.lastBatch = time.Now()
 			snd.n.stats.recordsSent.Add(uint64(len(records)))
 			snd.n.stats.echoesSkipped.Add(skipped)
 			cursor = seq
-			snd.acks.sentBatch(seq)
 			snd.n.mu.Lock()
 			snd.st.recordsOut += uint64(len(records))
 			snd.n.mu.Unlock()

@@ -20,13 +20,25 @@ func Propagation(t TB, p Params, r *Report) {
 	p = p.WithDefaults()
 	nt := p.newNet(t, p.Nodes, QuietLogs())
 	nodes := nt.Nodes()
+	samples := propagate(t, nodes, p.Writes)
+	r.Propagated(PropagationMethod, samples...)
+	p50, p99 := Percentile(samples, 50), Percentile(samples, 99)
+	t.Logf("measured: propagation over %d samples: p50 %v, p99 %v (target p99 %v)", len(samples), p50, p99, TargetPropagation)
+	p.checkTime(t, "p99 propagation", p99, TargetPropagation, 2*time.Second)
+	r.Moved(t, len(nodes), nt.Traffic())
+}
+
+// propagate makes writes position writes, at each node in turn, and returns
+// how long each took to reach each other node (PropagationMethod).
+func propagate(t TB, nodes []*Node, writes int) []time.Duration {
+	t.Helper()
 	streams := make([]*EventStream, len(nodes))
 	for i, n := range nodes {
 		streams[i] = n.Events()
 		streams[i].Ready(t, nodes[(i+1)%len(nodes)])
 	}
 	var samples []time.Duration
-	for i := range p.Writes {
+	for i := range writes {
 		w := i % len(nodes)
 		key, char := BookKey(fmt.Sprintf("propagation %d", i%4)), uint64(i+1)*10
 		start := time.Now()
@@ -39,11 +51,7 @@ func Propagation(t TB, p Params, r *Report) {
 			samples = append(samples, e.At.Sub(start))
 		}
 	}
-	r.Propagated(PropagationMethod, samples...)
-	p50, p99 := Percentile(samples, 50), Percentile(samples, 99)
-	t.Logf("measured: propagation over %d samples: p50 %v, p99 %v (target p99 %v)", len(samples), p50, p99, TargetPropagation)
-	p.checkTime(t, "p99 propagation", p99, TargetPropagation, 2*time.Second)
-	r.Moved(t, len(nodes), nt.Traffic())
+	return samples
 }
 
 // BigHeal: p.Books books are written on one side of a partition (node1 and

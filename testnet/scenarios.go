@@ -11,6 +11,12 @@ type Params struct {
 	Ops    int // convergence: random operations; default 300
 	Books  int // big heal: books written on one side of a partition; default 10,000
 	Writes int // propagation: position writes measured; default 100
+	// Devices is how many devices the many-devices scenario runs; default
+	// 20.
+	Devices int
+	// JoinBooks is the library a device joins in the join scenario;
+	// default 1,000.
+	JoinBooks int
 	// Restarts is how many times the restart scenario restarts a node;
 	// default 20.
 	Restarts int
@@ -62,6 +68,12 @@ func (p Params) WithDefaults() Params {
 	if p.Writes <= 0 {
 		p.Writes = 100
 	}
+	if p.Devices <= 0 {
+		p.Devices = 20
+	}
+	if p.JoinBooks <= 0 {
+		p.JoinBooks = 1000
+	}
 	if p.Restarts <= 0 {
 		p.Restarts = 20
 	}
@@ -94,6 +106,8 @@ var Scenarios = []Scenario{
 	{"lost-peer", LostPeer},
 	{"big-heal", BigHeal},
 	{"long-partition", LongPartition},
+	{"many-devices", ManyDevices},
+	{"join", JoinLibrary},
 }
 
 // Time limits of the scenarios' waits: generous, for a loaded CI machine;

@@ -11,10 +11,12 @@ var (
 	flagBooks = flag.Int("testnet.books", 10000, "books of the big-heal scenario")
 	flagSeed  = flag.Uint64("testnet.seed", 0, "seed of the convergence scenario (0: random, logged)")
 	flagLong  = flag.Bool("testnet.long", false, "also run the scenarios that take over a minute")
+	flagDevs  = flag.Int("testnet.devices", 20, "devices of the many-devices scenario")
+	flagJoin  = flag.Int("testnet.joinbooks", 1000, "books of the library the join scenario joins")
 )
 
 func params() Params {
-	return Params{Nodes: *flagNodes, Ops: *flagOps, Books: *flagBooks, Seed: *flagSeed}
+	return Params{Nodes: *flagNodes, Ops: *flagOps, Books: *flagBooks, Seed: *flagSeed, Devices: *flagDevs, JoinBooks: *flagJoin}
 }
 
 // The scenarios, on daemon processes in network namespaces (skipped without
@@ -32,6 +34,8 @@ func TestDeletion(t *testing.T)       { Deletion(t, params(), nil) }
 func TestRestart(t *testing.T)        { Restart(t, params(), nil) }
 func TestLostPeer(t *testing.T)       { LostPeer(t, params(), nil) }
 func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
+func TestManyDevices(t *testing.T)    { ManyDevices(t, params(), nil) }
+func TestJoinLibrary(t *testing.T)    { JoinLibrary(t, params(), nil) }
 func TestCollect(t *testing.T)        { Collect(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {

@@ -1,0 +1,268 @@
+package peer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// What this device knows that it has of other devices' stores, so that a
+// record crosses the wire about once per receiving device however many
+// devices offer it (protocol version 4).
+//
+// A cursor (epoch E, seq S) of device D, as the stores keep it, means: every
+// record whose last change in D's store (of epoch E) is numbered S or less
+// is merged here, in that state or a later one. Records only move to higher
+// numbers and a store only grows, so the statement stays true once it is
+// true, whoever made it true. Two things follow.
+//
+//   - Cursors travel. When a puller has merged everything its sender had at
+//     a moment when the sender's last sequence number was L (the sender has
+//     sent all up to L and, looking after it read its own cursors, saw
+//     nothing newer), then the puller's state includes the sender's state of
+//     that moment, so each of the sender's cursors, read before that look,
+//     is true of the puller as well. The sender says so in a Caught frame;
+//     the puller starts its pull from D at the best of its own cursor and the
+//     ones it was handed (a cursor is true of every lower number too, so one
+//     past D's hello counts up to D's last; never across epochs). A device
+//     that joins a library therefore pulls everything from the first device
+//     it meets (the others wait at the catch-up gate) and from the others
+//     only what changed since.
+//   - Whole states travel. "This store includes all of D's state of the
+//     moment D's last was L" (a full mark) is what a Caught frame proves of
+//     the sender, and, read before the look, of every full mark the sender
+//     holds. A record whose state here is exactly the one D sent us as its
+//     state at D-sequence s (batches number their records) is, by that, in
+//     the state of any device whose full mark of D is s or more: a sender
+//     skips it for a puller that said so in its Start frame. That is what
+//     keeps a joining device from sending the library back to every device
+//     it meets.
+//
+// Only claims a device makes about its own store are used, and a puller's
+// own past records are skipped only through this connection's echo set: a
+// store restored from an old copy keeps its epoch, so what it sent before
+// may not be there now. Everything here is a lower bound: knowledge that is
+// lost (a restart, a full table) only costs records that are sent again;
+// the property test (interleave_test.go) checks that no interleaving of
+// streams, restarts and protocol versions loses a record.
+
+// mark is a position in another device's change sequence.
+type mark struct{ epoch, seq uint64 }
+
+// maxMarks bounds the devices a Start or Caught frame speaks of.
+const maxMarks = 256
+
+// knowledge is what this device holds of other devices' stores: cursors
+// (weak) and full marks, each with the version of the table at which it
+// last changed, so that a stream sends only what changed since it last
+// spoke.
+type knowledge struct {
+	mu   sync.Mutex
+	ver  uint64
+	weak map[crdt.DeviceID]versioned
+	full map[crdt.DeviceID]versioned
+}
+
+type versioned struct {
+	mark
+	ver uint64
+}
+
+// raise records m for dev in table t: it replaces a mark of another epoch
+// (a wiped store starts over) and raises one of the same epoch.
+func (k *knowledge) raise(t *map[crdt.DeviceID]versioned, dev crdt.DeviceID, m mark) {
+	if m.epoch == 0 || dev == 0 {
+		return
+	}
+	old, ok := (*t)[dev]
+	if ok && old.epoch == m.epoch && old.seq >= m.seq {
+		return
+	}
+	if *t == nil {
+		*t = make(map[crdt.DeviceID]versioned)
+	}
+	if len(*t) >= maxMarks && !ok {
+		return
+	}
+	k.ver++
+	(*t)[dev] = versioned{m, k.ver}
+}
+
+// noteCursor records that this store has merged dev's changes up to m.
+func (k *knowledge) noteCursor(dev crdt.DeviceID, m mark) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.raise(&k.weak, dev, m)
+}
+
+// noteFull records that this store includes dev's whole state at m.
+func (k *knowledge) noteFull(dev crdt.DeviceID, m mark) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.raise(&k.full, dev, m)
+}
+
+// cursor returns the cursor known for dev, if any.
+func (k *knowledge) cursor(dev crdt.DeviceID) (mark, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.weak[dev]
+	return v.mark, ok
+}
+
+// fullMarks returns every full mark but except's, for a Start frame.
+func (k *knowledge) fullMarks(except crdt.DeviceID) []wireMark {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return marksSince(k.full, 0, except)
+}
+
+// since returns the cursors and full marks that changed after version ver,
+// leaving out the device a stream runs to, and the current version.
+func (k *knowledge) since(ver uint64, except crdt.DeviceID) (weak, full []wireMark, now uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return marksSince(k.weak, ver, except), marksSince(k.full, ver, except), k.ver
+}
+
+func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID) []wireMark {
+	var out []wireMark
+	for dev, v := range t {
+		if v.ver > ver && dev != except && len(out) < maxMarks {
+			out = append(out, wireMark{Device: uint64(dev), Epoch: v.epoch, Seq: v.seq})
+		}
+	}
+	return out
+}
+
+// maxProvenance bounds the record states remembered (about 60 bytes each).
+const maxProvenance = 1 << 17
+
+// provenance remembers, by a hash of its encoding, which device sent each
+// record state merged here and at which of its sequence numbers (the
+// record's own on a version 4 stream, else the end of its batch): a sender
+// skips the record for a puller whose full mark of that device covers it.
+// Bounded: when full it is forgotten, which only costs records sent again.
+type provenance struct {
+	mu  sync.Mutex
+	set map[[16]byte]source
+}
+
+type source struct {
+	device crdt.DeviceID
+	mark
+}
+
+// add remembers that dev sent records from its store of epoch, record i
+// being its state at dev's sequence number seq(i) (or earlier). The first
+// source of a state is kept: any one proves it.
+func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.set == nil {
+		p.set = make(map[[16]byte]source, len(records))
+	}
+	for i, r := range records {
+		if len(p.set) >= maxProvenance {
+			p.set = make(map[[16]byte]source)
+		}
+		k := echoKey(r)
+		if _, ok := p.set[k]; !ok {
+			p.set[k] = source{dev, mark{epoch, seq(i)}}
+		}
+	}
+}
+
+// coveredBy reports whether a puller whose full marks are have (by device)
+// has the record state data, by what it said of the device that sent it
+// here.
+func (p *provenance) coveredBy(have map[crdt.DeviceID]mark, data []byte) bool {
+	if len(have) == 0 {
+		return false
+	}
+	p.mu.Lock()
+	src, ok := p.set[echoKey(data)]
+	p.mu.Unlock()
+	if !ok {
+		return false
+	}
+	m, ok := have[src.device]
+	return ok && m.epoch == src.epoch && m.seq >= src.seq
+}
+
+// catchUpGate lets one peer at a time catch up on a large backlog, so that
+// a device meeting several peers at once takes the library from one of them
+// and from the others only what is newer (it starts them from the cursors
+// the first one hands over). The gate belongs to a peer, not to a stream:
+// when the holder's stream breaks before it has caught up (at a join,
+// connections are often replaced as both sides dial), its next stream has
+// gateGrace to take the gate back before another peer gets it. Waiting is
+// bounded: a holder that never catches up costs duplicates, not a stalled
+// device.
+type catchUpGate struct {
+	mu     sync.Mutex
+	holder *peerState
+	gen    uint64        // counts acquisitions, so a late grace timer is ignored
+	free   chan struct{} // closed when the holder lets go
+}
+
+// gateBacklog is the backlog (in sequence numbers) from which a pull
+// stream waits for the gate: smaller catch-ups run at once.
+const gateBacklog = 64
+
+// gateWait bounds how long a pull stream waits for another peer's catch-up.
+const gateWait = time.Minute
+
+// gateGrace is how long a holder whose stream broke keeps the gate for its
+// next stream.
+const gateGrace = 3 * time.Second
+
+// acquire waits until no other peer holds the gate, or until gateWait has
+// passed, and returns a release function (a no-op if it gave up waiting):
+// release(true) once caught up, release(false) when the stream ends first.
+func (g *catchUpGate) acquire(ctx context.Context, st *peerState) (release func(caught bool), err error) {
+	t := time.NewTimer(gateWait)
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		if g.holder == nil || g.holder == st {
+			if g.holder == nil {
+				g.free = make(chan struct{})
+			}
+			g.holder = st
+			g.gen++
+			gen := g.gen
+			g.mu.Unlock()
+			var once sync.Once
+			return func(caught bool) { once.Do(func() { g.release(gen, caught) }) }, nil
+		}
+		free := g.free
+		g.mu.Unlock()
+		select {
+		case <-free:
+		case <-t.C:
+			return func(bool) {}, nil
+		case <-ctx.Done():
+			return func(bool) {}, ctx.Err()
+		}
+	}
+}
+
+// release lets go of the hold of acquisition gen: at once if its stream
+// caught up, after gateGrace if it broke and no new stream of the same peer
+// took the gate again in the meantime.
+func (g *catchUpGate) release(gen uint64, caught bool) {
+	if !caught {
+		time.AfterFunc(gateGrace, func() { g.release(gen, true) })
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen || g.holder == nil {
+		return
+	}
+	g.holder = nil
+	close(g.free)
+}
