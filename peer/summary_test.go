@@ -2,6 +2,7 @@ package peer
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"slices"
@@ -108,5 +109,62 @@ func TestReadSummaryMessage(t *testing.T) {
 	}
 	if _, err := encodeSummaryMessage([]crdt.Summary{testSummary(9, 1), testSummary(3, 1)}); err == nil {
 		t.Fatal("encoded an unsorted list")
+	}
+}
+
+// residue returns the encoding of what is left of book i once collected.
+func residue(t *testing.T, i int, deleted crdt.Timestamp) []byte {
+	t.Helper()
+	e := crdt.BookEntry(crdt.Book{Key: bookKey(i), Deleted: deleted})
+	b, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Issue 15: residues reach a connected member whole; a stream that carries
+// anything but residues is refused at that record.
+func TestSendResidues(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	var (
+		mu  sync.Mutex
+		got []crdt.Entry
+	)
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs(), func(cfg *Config) {
+		cfg.OnResidues = func(_ context.Context, _ crdt.DeviceID, es []crdt.Entry) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, es...)
+			return nil
+		}
+	})
+	received := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	bDev := DeviceIDOf(b.id)
+	poll.Until(t, "A to be connected to B", 10*time.Second, func() bool { return len(a.node.host.Network().ConnsToPeer(b.id)) > 0 })
+	del := crdt.Timestamp{Wall: 1_700_000_000_000, Device: DeviceIDOf(a.id)}
+	var records [][]byte
+	for i := range residueChunk + 3 {
+		records = append(records, residue(t, i, del))
+	}
+	if err := a.node.SendResidues(t.Context(), bDev, records); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "B to take every residue", 10*time.Second, func() bool { return received() == len(records) })
+
+	at := crdt.Position{Char: 5, At: crdt.Timestamp{Wall: del.Wall + 1, Device: del.Device}}
+	live := crdt.BookEntry(crdt.Book{Key: bookKey(9999), Position: at, Furthest: at})
+	liveEnc, err := live.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.node.SendResidues(t.Context(), bDev, [][]byte{residue(t, 5000, del), liveEnc, residue(t, 5001, del)}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "B to take the residue before the live record", 10*time.Second, func() bool { return received() == len(records)+1 })
+	if err := a.node.SendResidues(t.Context(), crdt.DeviceID(12345), records); !errors.Is(err, ErrNotConnected) {
+		t.Fatalf("SendResidues to an unknown device: %v, want ErrNotConnected", err)
 	}
 }
