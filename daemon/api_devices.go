@@ -70,6 +70,10 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 		out.RemovedByName = d.nameAtLocked(m.Removed)
 	}
 	d.mu.Unlock()
+	if !out.Self && !out.Removed {
+		cursor, behind, holding, known := d.collectionView(m.ID)
+		out.Collection = &api.MemberCollection{Cursor: cursor, Behind: behind, Summary: known, Holding: holding}
+	}
 	if p, ok := peers[out.ID]; ok {
 		out.Connected, out.LastSeen, out.Behind, out.InSync = p.Connected, p.LastSeen, p.Behind, p.InSync
 		out.ClockWarning = p.ClockWarning

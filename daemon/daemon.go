@@ -75,6 +75,8 @@ type Config struct {
 	limits *limits
 	// pairValidity replaces pair.DefaultValidity (tests make it short).
 	pairValidity time.Duration
+	// summaryEvery replaces the collection loop's pace (collect.go).
+	summaryEvery time.Duration
 }
 
 // ErrLocked is returned by Start when another daemon has the data dir open;
@@ -131,6 +133,8 @@ type Daemon struct {
 	early early
 	// web is the status page (web.go).
 	web *web.Server
+	// coll is tombstone collection's state (collect.go).
+	coll collector
 }
 
 // Start opens the data dir and starts the API and the peer network. On
@@ -174,6 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		clockWarns: make(map[crdt.DeviceID]clockWarn),
 		serveErr:   make(chan error, 2),
 		closing:    make(chan struct{}),
+		coll:       newCollector(),
 	}
 	if err := d.init(ctx); err != nil {
 		st.Close()
@@ -194,6 +199,7 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		d.Close()
 		return nil, err
 	}
+	d.wg.Go(d.collectLoop)
 	started = true
 	d.log.Info("daemon started", "data", cfg.DataDir, "device", d.self, "name", d.cfg.Name, "socket", cfg.Socket, "peer_id", d.nodeID())
 	return d, nil
@@ -334,19 +340,22 @@ func (d *Daemon) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mult
 		return fmt.Errorf("--peer: %w", err)
 	}
 	node, err := peer.New(ctx, peer.Config{
-		Identity:   d.identity,
-		Library:    peerLibrary(lib),
-		Name:       d.selfName(),
-		Store:      syncStore{d},
-		Listen:     listen,
-		Peers:      append(static, extra...),
-		MDNS:       !d.cfg.NoMDNS,
-		Now:        d.now,
-		Logger:     d.log.With("component", "peer"),
-		OnEvent:    d.onPeerEvent,
-		Removed:    d.members.removed,
-		OnRekey:    d.onRekey,
-		RekeyOffer: d.mainOffer,
+		Identity:    d.identity,
+		Library:     peerLibrary(lib),
+		Name:        d.selfName(),
+		Store:       syncStore{d},
+		Listen:      listen,
+		Peers:       append(static, extra...),
+		MDNS:        !d.cfg.NoMDNS,
+		Now:         d.now,
+		Logger:      d.log.With("component", "peer"),
+		OnEvent:     d.onPeerEvent,
+		Removed:     d.members.removed,
+		OnRekey:     d.onRekey,
+		RekeyOffer:  d.mainOffer,
+		Summaries:   d.summaries,
+		OnSummaries: d.onSummaries,
+		OnResidues:  d.onResidues,
 	})
 	if err != nil {
 		return fmt.Errorf("start peer network: %w", err)

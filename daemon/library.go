@@ -256,7 +256,12 @@ func (s syncStore) Cursor(ctx context.Context, from crdt.DeviceID) (epoch, seq u
 }
 
 func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {
-	d := s.d
+	return s.d.applyFrom(ctx, from, entries, &store.Cursor{Device: from, Epoch: epoch, Seq: seq})
+}
+
+// applyFrom merges entries received from device from, with the cursor
+// into it if one is given.
+func (d *Daemon) applyFrom(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry, cursor *store.Cursor) error {
 	// Every write made here from the moment these records can be read must
 	// order after them, whatever the wall clocks say: so the clock observes
 	// them before the store makes them visible. (Observing records that then
@@ -285,7 +290,7 @@ func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, s
 			"writer", w.stamp.Device, "writer_name", w.name, "ahead", aheadText(w.aheadMs), "ahead_ms", w.aheadMs,
 			"stamp", rfc3339(w.stamp.Wall), "via", w.via)
 	}
-	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: &store.Cursor{Device: from, Epoch: epoch, Seq: seq}})
+	res, err := d.store.Apply(ctx, store.Batch{Entries: entries, Cursor: cursor})
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,16 @@ type Config struct {
 	// RekeyOffer, if set, is called when a peer connects: what to offer it,
 	// if anything.
 	RekeyOffer func(to crdt.DeviceID) (Rekey, bool)
+	// Summaries, if set, is what to gossip (summary.go): called when a
+	// peer connects, it returns this device's summary and the latest
+	// known of the others (crdt.Summaries.List order).
+	Summaries func() []crdt.Summary
+	// OnSummaries, if set, is called with every list of summaries a peer
+	// sends; it must not block for long.
+	OnSummaries func(from crdt.DeviceID, list []crdt.Summary)
+	// OnResidues, if set, merges residues of collected books a peer hands
+	// over (residues.go), without moving any cursor.
+	OnResidues func(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error
 
 	// caughtEvery, if set, replaces defaultCaughtEvery (tests).
 	caughtEvery time.Duration
@@ -186,6 +196,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	h.SetStreamHandler(RekeyProtocolID, n.handleRekey)
+	if !cfg.Restricted {
+		h.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
+		h.SetStreamHandler(ResidueProtocolID, n.handleResidues)
+	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -240,6 +254,8 @@ func (n *Node) Close() error {
 			n.host.RemoveStreamHandler(id)
 		}
 		n.host.RemoveStreamHandler(RekeyProtocolID)
+		n.host.RemoveStreamHandler(SummaryProtocolID)
+		n.host.RemoveStreamHandler(ResidueProtocolID)
 		if n.disc != nil {
 			n.disc.close()
 		}

@@ -124,6 +124,9 @@ func (n *Node) onConnected(id lpeer.ID) {
 	if n.cfg.RekeyOffer != nil {
 		n.spawn(func() { n.offerOnConnect(id) })
 	}
+	if n.cfg.Summaries != nil && !n.cfg.Restricted {
+		n.spawn(func() { n.summariesOnConnect(id) })
+	}
 	if n.cfg.Restricted {
 		// No sync here: the connection carries only rekey offers.
 		st.pullDone = nil

@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -122,19 +121,11 @@ func readRekey(r io.Reader) (Rekey, error) {
 // handleRekey answers one offer. A device that is not admitted never gets
 // here: the gater refused its connection.
 func (n *Node) handleRekey(s network.Stream) {
-	if !n.track() {
-		s.Reset()
+	r, from, ok := takeMessage(n, s, "rekey", readRekey)
+	if !ok {
 		return
 	}
 	defer n.wg.Done()
-	_ = s.SetDeadline(time.Now().Add(handshakeTimeout))
-	from := DeviceIDOf(s.Conn().RemotePeer())
-	r, err := readRekey(s)
-	if err != nil {
-		n.log.Warn("rekey: unreadable offer", "peer", s.Conn().RemotePeer(), "device", from, "err", err)
-		s.Reset()
-		return
-	}
 	took := n.cfg.OnRekey != nil && n.cfg.OnRekey(from, r)
 	answer := byte(0)
 	if took {

@@ -44,6 +44,9 @@ type Batch struct {
 	Daily *DailyAdd
 
 	purge *purgeReq // set by Purge alone (purge.go)
+	// forget, set by ForgetCursor alone (cursor_forget.go), is the device
+	// whose cursor goes.
+	forget crdt.DeviceID
 }
 
 // Result says what a batch changed.

@@ -57,6 +57,10 @@ func (g *group) plan(b *Batch) (*plan, error) {
 	if b.purge != nil {
 		return p, p.purge(b.purge)
 	}
+	if b.forget != 0 {
+		p.writes = append(p.writes, write{key: cursorKey(b.forget), del: true})
+		return p, nil
+	}
 	p.slab = make([]rec, 0, max(1, len(b.Entries)))
 	if err := s.checkExtras(b); err != nil {
 		return nil, err

@@ -94,6 +94,7 @@ var Scenarios = []Scenario{
 	{"discovery", Discovery},
 	{"pair-short-code", PairShortCode},
 	{"forget-offline", ForgetOffline},
+	{"collect", Collect},
 	{"propagation", Propagation},
 	{"convergence", Convergence},
 	{"clock-skew", ClockSkew},

@@ -36,6 +36,7 @@ func TestLostPeer(t *testing.T)       { LostPeer(t, params(), nil) }
 func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
 func TestManyDevices(t *testing.T)    { ManyDevices(t, params(), nil) }
 func TestJoinLibrary(t *testing.T)    { JoinLibrary(t, params(), nil) }
+func TestCollect(t *testing.T)        { Collect(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
@@ -49,7 +50,7 @@ func TestLongPartition(t *testing.T) {
 func TestLocal(t *testing.T) {
 	p := params()
 	p.Local, p.Nodes, p.Writes = true, 3, 30
-	for _, s := range []Scenario{{"deletion", Deletion}, {"clock-skew", ClockSkew}, {"far-future-clock", FarFutureClock}, {"wipe", Wipe}, {"propagation", Propagation}} {
+	for _, s := range []Scenario{{"deletion", Deletion}, {"clock-skew", ClockSkew}, {"far-future-clock", FarFutureClock}, {"wipe", Wipe}, {"propagation", Propagation}, {"collect", Collect}} {
 		t.Run(s.Name, func(t *testing.T) { s.Run(t, p, nil) })
 	}
 }

@@ -67,7 +67,7 @@ func printDevices(e *env, list []api.Member) error {
 		names[m.ID] = m.Name
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "NAME\tDEVICE\tADDED BY\tSTATE\tLAST SEEN\tCLOCK\tBEHIND")
+	fmt.Fprintln(tw, "NAME\tDEVICE\tADDED BY\tSTATE\tLAST SEEN\tCLOCK\tBEHIND\tHOLDS")
 	for _, m := range list {
 		addedBy := "-"
 		if m.AddedBy != nil {
@@ -90,10 +90,19 @@ func printDevices(e *env, list []api.Member) error {
 			p.ClockOffsetMs = *m.ClockOffsetMs
 			clock = clockOffset(p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(printable(m.Name)), m.ID, addedBy, state, seen, clock, behind)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(printable(m.Name)), m.ID, addedBy, state, seen, clock, behind, holds(m.Collection))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	var holding []string
+	for _, m := range list {
+		if m.Collection != nil && m.Collection.Holding {
+			holding = append(holding, orDash(printable(m.Name)))
+		}
+	}
+	if len(holding) > 0 {
+		fmt.Fprintf(e.stdout, "Deleted books are kept until %s catch up (or are forgotten).\n", strings.Join(holding, ", "))
 	}
 	for _, m := range list {
 		if m.ClockWarning != "" {
@@ -172,4 +181,18 @@ func (cc *clientCmd) words(args []string, missing *usageError) (string, error) {
 		return "", missing
 	}
 	return strings.Join(pos, " "), nil
+}
+
+// holds says whether a member holds tombstone collection back: "yes" with
+// how many of this device's changes it is not known to hold.
+func holds(c *api.MemberCollection) string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.Holding && !c.Summary:
+		return "yes (not heard from)"
+	case c.Holding:
+		return fmt.Sprintf("yes (%d behind)", c.Behind)
+	}
+	return "no"
 }

@@ -32,6 +32,25 @@ type Member struct {
 	// far as it last said.
 	Behind uint64 `json:"behind"`
 	InSync bool   `json:"inSync"`
+	// Collection says how far it holds this device's changes, for
+	// tombstone collection; null for this device and removed ones.
+	Collection *MemberCollection `json:"collection"`
+}
+
+// MemberCollection is how far a member holds this device's store, as the
+// summaries it gossips say: deleted books are collected only once every
+// current member holds them.
+type MemberCollection struct {
+	// Cursor is the last of this device's changes the member is known to
+	// hold (0 until its summary arrives).
+	Cursor uint64 `json:"cursor"`
+	// Behind is how many of this device's changes it is not known to hold.
+	Behind uint64 `json:"behind"`
+	// Summary: a summary of the member has arrived. Until one does, the
+	// member holds all collection back.
+	Summary bool `json:"summary"`
+	// Holding: this member is why deleted books are not collected yet.
+	Holding bool `json:"holding"`
 }
 
 // MemberName is one name a device had, from the time it took it.

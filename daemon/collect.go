@@ -1,0 +1,360 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/peer"
+)
+
+// Tombstone collection (crdt/collect.go has the rule and why it is safe).
+// Members gossip summaries of how far each has merged everyone (the peer
+// layer's summary protocol): on every connection, and when this device's
+// summary changed. One loop per daemon keeps the latest summary of each
+// device, works out up to where every current member holds this store
+// (crdt.Stable) after summaries, members or the store changed, and purges
+// what that allows in bounded batches. It wakes only for a commit or an
+// arriving summary, at most once per summaryEvery: an idle library runs no
+// timer.
+
+// summaryEvery is the shortest time between two rounds of the loop, so
+// that a catch-up of thousands of batches gossips and purges a few times,
+// not thousands.
+const summaryEvery = 2 * time.Second
+
+// collector is the loop's state. It has a lock of its own: the peer layer
+// hands summaries in on its goroutines.
+type collector struct {
+	mu    sync.Mutex
+	known crdt.Summaries // the latest of every device, this one's included
+	// news: summaries arrived that the loop has not gossiped or
+	// collected on yet.
+	news bool
+	kick chan struct{}
+	// st and last are the latest Stability worked out and the sequence
+	// number it was for; waiting names the members with no summary.
+	st      crdt.Stability
+	last    uint64
+	waiting []crdt.DeviceID
+	// collected and freed add up what was purged since start.
+	collected int
+	freed     int64
+	forgotten map[crdt.DeviceID]bool // cursors dropped
+	// handed: the store epoch of each device this one handed its residues
+	// to (residues are handed once per epoch of the receiver, per run).
+	handed map[crdt.DeviceID]uint64
+}
+
+func newCollector() collector {
+	return collector{known: crdt.Summaries{}, kick: make(chan struct{}, 1), forgotten: map[crdt.DeviceID]bool{}, handed: map[crdt.DeviceID]uint64{}}
+}
+
+// summaries is what this device gossips (peer.Config.Summaries): its own
+// summary and the latest known of every other device.
+func (d *Daemon) summaries() []crdt.Summary {
+	d.coll.mu.Lock()
+	defer d.coll.mu.Unlock()
+	list := d.coll.known.List()
+	return slices.DeleteFunc(list, func(s crdt.Summary) bool { return s.Device != d.self && !d.members.current(s.Device) })
+}
+
+// onSummaries takes what a peer gossiped (peer.Config.OnSummaries). Only a
+// current member's word counts. A summary that shows a device's store
+// behind what it said before (restored from an old copy) makes the next
+// pull from that device start from 0, so its old copies meet the residues
+// here.
+func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
+	if !d.members.current(from) {
+		d.log.Debug("summaries from a device that is not a current member: ignored", "device", from)
+		return
+	}
+	var (
+		behind []crdt.DeviceID
+		hand   bool
+	)
+	d.coll.mu.Lock()
+	added := false
+	for _, s := range list {
+		if s.Device == from && d.coll.handed[from] != s.Epoch {
+			// A device that has merged nothing of this store's epoch pulls
+			// it from the start, and gets no collected book that way.
+			if c, ok := s.CursorInto(d.self); !ok || c.Epoch != d.store.Epoch() {
+				d.coll.handed[from], hand = s.Epoch, true
+			}
+		}
+		// This device knows itself better; a device that is not a current
+		// member holds nothing back, and keeping only members' bounds what
+		// is kept and gossiped.
+		if s.Device == d.self || !d.members.current(s.Device) {
+			continue
+		}
+		old, had := d.coll.known[s.Device]
+		if !d.coll.known.Add(s) {
+			continue
+		}
+		added = true
+		if had && old.Epoch == s.Epoch && old.Seq > s.Seq {
+			behind = append(behind, s.Device)
+		}
+	}
+	if added {
+		d.coll.news = true
+	}
+	d.coll.mu.Unlock()
+	if node := d.currentNode(); node != nil {
+		for _, b := range behind {
+			node.PullAllFrom(b)
+		}
+	}
+	if hand {
+		d.wg.Go(func() { d.handResidues(from) })
+	}
+	if added {
+		select {
+		case d.coll.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (d *Daemon) currentNode() *peer.Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.node
+}
+
+// collectLoop runs until the daemon closes.
+func (d *Daemon) collectLoop() {
+	ctx, cancel := d.untilClosing(0)
+	defer cancel()
+	every := d.cfg.summaryEvery
+	if every <= 0 {
+		every = summaryEvery
+	}
+	var next time.Time
+	for {
+		if wait := time.Until(next); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
+		next = time.Now().Add(every)
+		_, changed := d.store.Watch()
+		d.collectRound(ctx)
+		select {
+		case <-changed:
+		case <-d.coll.kick:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// collectRound gossips this device's summary if it changed (or others'
+// did), drops the cursors into forgotten devices, and purges what every
+// current member holds.
+func (d *Daemon) collectRound(ctx context.Context) {
+	d.forgetCursors(ctx)
+	d.mu.Lock()
+	at := d.clock.Now(d.wallMs())
+	d.mu.Unlock()
+	own, err := d.store.Summary(ctx, d.self, at)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("collection: read this device's summary", "err", err)
+		}
+		return
+	}
+	d.coll.mu.Lock()
+	prev, had := d.coll.known[d.self]
+	gossip := d.coll.news || !had || !sameSummary(&prev, &own)
+	if !had || !sameSummary(&prev, &own) {
+		d.coll.known.Add(own)
+	}
+	d.coll.news = false
+	d.coll.mu.Unlock()
+	list := d.summaries()
+	if node := d.currentNode(); gossip && node != nil {
+		if _, err := node.GossipSummaries(ctx, list); err != nil {
+			d.log.Warn("collection: gossip summaries", "err", err)
+		}
+	}
+	d.purge(ctx)
+}
+
+// sameSummary reports whether a and b say the same, whenever made.
+func sameSummary(a, b *crdt.Summary) bool {
+	return a.Device == b.Device && a.Epoch == b.Epoch && a.Seq == b.Seq && slices.Equal(a.Cursors, b.Cursors)
+}
+
+// currentMembers returns the devices that are members and not removed.
+func (d *Daemon) currentMembers() []crdt.DeviceID {
+	var out []crdt.DeviceID
+	for _, m := range d.members.list() {
+		if !m.Added.IsZero() && !m.IsRemoved() && d.members.current(m.ID) {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// forgetCursors drops the cursors into removed devices (once each), so that
+// if one ever comes back its whole store is pulled again.
+func (d *Daemon) forgetCursors(ctx context.Context) {
+	for _, id := range d.members.removedIDs() {
+		if id == d.self || d.coll.forgotten[id] {
+			continue
+		}
+		had, err := d.store.ForgetCursor(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("collection: drop the cursor into a forgotten device", "device", id, "err", err)
+			}
+			return
+		}
+		d.coll.forgotten[id] = true
+		if had {
+			d.log.Info("dropped the cursor into a forgotten device", "device", id)
+		}
+	}
+}
+
+// purge works out stability over the current members and collects what it
+// allows, batch by batch. It collects nothing while a member has no
+// summary: that member holds everything back.
+func (d *Daemon) purge(ctx context.Context) {
+	members := d.currentMembers()
+	if !slices.Contains(members, d.self) {
+		return // forgotten, or not recorded as a member yet: it speaks for nobody
+	}
+	last := d.store.LastSeq()
+	d.coll.mu.Lock()
+	var waiting []crdt.DeviceID
+	for _, m := range members {
+		if _, ok := d.coll.known[m]; !ok && m != d.self {
+			waiting = append(waiting, m)
+		}
+	}
+	st := crdt.Stable(d.self, d.store.Epoch(), last, members, d.coll.known)
+	d.coll.st, d.coll.last, d.coll.waiting = st, last, waiting
+	d.coll.mu.Unlock()
+	if len(waiting) > 0 || st.UpTo == 0 {
+		if len(waiting) > 0 {
+			d.log.Debug("collection: members without a summary hold it back", "devices", waiting)
+		}
+		return
+	}
+	var (
+		books int
+		freed int64
+	)
+	for ctx.Err() == nil {
+		res, err := d.store.Purge(ctx, st, 0)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("collection: purge", "err", err)
+			}
+			break
+		}
+		books += res.Records
+		freed += res.Bytes
+		if !res.More {
+			break
+		}
+	}
+	if books == 0 {
+		return
+	}
+	if visible, deleted, err := d.store.BookCounts(ctx); err == nil {
+		d.mu.Lock()
+		d.visible, d.deleted = int(visible), int(deleted)
+		d.mu.Unlock()
+	}
+	d.coll.mu.Lock()
+	d.coll.collected += books
+	d.coll.freed += freed
+	d.coll.mu.Unlock()
+	d.log.Info("collected deleted books every member holds", "books", books, "bytes", freed, "up_to", st.UpTo, "members", len(members))
+}
+
+// collectionView is what /v1/devices shows of collection for device id:
+// how far it holds this store, how far behind that is, and whether it
+// holds collection back.
+func (d *Daemon) collectionView(id crdt.DeviceID) (covers, behind uint64, holding, known bool) {
+	d.coll.mu.Lock()
+	defer d.coll.mu.Unlock()
+	if slices.Contains(d.coll.waiting, id) {
+		return 0, d.coll.last, true, false
+	}
+	for _, c := range d.coll.st.Members {
+		if c.Device == id {
+			covers = c.Seq
+			known = true
+		}
+	}
+	if !known {
+		return 0, 0, false, false
+	}
+	return covers, d.coll.last - min(covers, d.coll.last), slices.Contains(d.coll.st.Holding(d.coll.last), id), true
+}
+
+// handResidues hands device to what is left of the books this device
+// collected: it pulls this store from the start, which lists none of them,
+// and should hold their deletes (crdt/collect.go).
+func (d *Daemon) handResidues(to crdt.DeviceID) {
+	ctx, cancel := d.untilClosing(2 * time.Minute)
+	defer cancel()
+	var records [][]byte
+	err := d.store.Residues(ctx, func(data []byte) error {
+		records = append(records, slices.Clone(data))
+		return nil
+	})
+	node := d.currentNode()
+	if err != nil || len(records) == 0 || node == nil {
+		if err != nil {
+			d.log.Warn("collection: read the residues to hand over", "device", to, "err", err)
+		}
+		return
+	}
+	if err := node.SendResidues(ctx, to, records); err != nil {
+		d.log.Info("collection: residues not handed over", "device", to, "err", err)
+		d.coll.mu.Lock()
+		delete(d.coll.handed, to)
+		d.coll.mu.Unlock()
+		return
+	}
+	d.log.Info("handed what is left of collected books to a device that pulls this one from the start", "device", to, "books", len(records))
+}
+
+// onResidues merges residues a member handed over (peer.Config.OnResidues).
+func (d *Daemon) onResidues(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error {
+	if !d.members.current(from) {
+		return fmt.Errorf("residues from device %s, not a current member", from)
+	}
+	return d.applyFrom(ctx, from, entries, nil)
+}
+
+// untilClosing returns a context that ends when the daemon starts closing,
+// or after timeout if it is not 0.
+func (d *Daemon) untilClosing(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if timeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), timeout)
+	}
+	go func() {
+		select {
+		case <-d.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
