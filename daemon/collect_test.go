@@ -152,9 +152,9 @@ func TestOfflineMemberHoldsCollectionBack(t *testing.T) {
 	for _, d := range []*testDaemon{a, b} {
 		poll.Until(t, d.cfg.Name+" to collect once the tablet is forgotten", 30*time.Second, func() bool { return deletedBooks(t, d) == 0 })
 	}
-	if h := holding(t, a); len(h) != 0 {
-		t.Errorf("A says %v hold collection back after the tablet was forgotten", h)
-	}
+	// The forget itself is a change the phone has yet to acknowledge, so
+	// the phone may hold A's newest records back for a moment.
+	poll.Until(t, "A to name no one holding collection back", 20*time.Second, func() bool { return len(holding(t, a)) == 0 })
 }
 
 // Issue 15: a device restored from a copy of its data dir made before the

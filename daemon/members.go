@@ -44,6 +44,15 @@ func (s *memberSet) reset(lib crdt.LibraryID, list []crdt.Member) {
 	s.mu.Lock()
 	if lib != s.lib {
 		s.hinted = nil // hints are about one library
+	} else {
+		// A change committed while the list was read may have reached
+		// the set already: merge, never go back.
+		for id, m := range s.byID {
+			if read, ok := byID[id]; ok {
+				m.Merge(&read)
+			}
+			byID[id] = m
+		}
 	}
 	s.lib, s.byID = lib, byID
 	s.mu.Unlock()
@@ -138,9 +147,17 @@ func (s *memberSet) update(m crdt.Member) (removedNow bool) {
 	if m.Library != s.lib || s.byID == nil {
 		return false
 	}
-	old := s.byID[m.ID]
-	s.byID[m.ID] = m
-	return m.IsRemoved() && !old.IsRemoved()
+	// The commits of concurrent batches report their changes in no fixed
+	// order, so a record's older state can arrive after its newer one:
+	// merge (the records are a CRDT) rather than replace.
+	old, ok := s.byID[m.ID]
+	merged := m
+	if ok {
+		merged = old
+		merged.Merge(&m)
+	}
+	s.byID[m.ID] = merged
+	return merged.IsRemoved() && !old.IsRemoved()
 }
 
 // libraryID is the id of the library the store is in.

@@ -49,7 +49,10 @@ func TestPairedDeviceIsAMember(t *testing.T) {
 		poll.Until(t, "both devices listed on "+d.cfg.Name, 10*time.Second, func() bool {
 			pa, okA := member(t, d, aID)
 			pb, okB := member(t, d, bID)
-			return okA && okB && pa.Name == "laptop" && pb.Name == "phone" && pb.AddedBy != nil && pa.AddedBy != nil
+			// The joiner adds the inviter when they first meet, before
+			// the inviter's own, earlier addition of itself arrives; the
+			// earliest addition wins once it has.
+			return okA && okB && pa.Name == "laptop" && pb.Name == "phone" && pb.AddedBy != nil && pa.AddedBy != nil && *pa.AddedBy == aID
 		})
 		list := mustDo(d.client.Devices(ctxT(t)))(t)
 		if len(list) != 2 || !list[0].Self || list[0].ID != d.Device().String() {
