@@ -68,8 +68,8 @@ func (d *Daemon) summaries() []crdt.Summary {
 // pull from that device start from 0, so its old copies meet the residues
 // here.
 func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
-	if !d.members.current(from) {
-		d.log.Debug("summaries from a device that is not a current member: ignored", "device", from)
+	if !d.admitted(from) {
+		d.log.Debug("summaries from a removed device: ignored", "device", from)
 		return
 	}
 	var (
@@ -336,8 +336,8 @@ func (d *Daemon) handResidues(to crdt.DeviceID) {
 
 // onResidues merges residues a member handed over (peer.Config.OnResidues).
 func (d *Daemon) onResidues(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error {
-	if !d.members.current(from) {
-		return fmt.Errorf("residues from device %s, not a current member", from)
+	if !d.admitted(from) {
+		return fmt.Errorf("residues from device %s, which was removed from the library", from)
 	}
 	return d.applyFrom(ctx, from, entries, nil)
 }

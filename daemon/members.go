@@ -276,6 +276,21 @@ func (d *Daemon) noteHello(id crdt.DeviceID) {
 	}
 }
 
+// admitted reports whether the word of device from counts: a current
+// member's does, and so does that of a device the gater let in that is not
+// a member yet, which is added as a hello adds it (its summaries or
+// residues can arrive before its hello is through).
+func (d *Daemon) admitted(from crdt.DeviceID) bool {
+	if d.members.current(from) {
+		return true
+	}
+	if d.members.removed(from) {
+		return false
+	}
+	d.noteHello(from)
+	return d.members.current(from)
+}
+
 // handshakeWrite bounds a member write made on behalf of the peer layer or
 // a pairing.
 const handshakeWrite = 10 * time.Second
