@@ -96,11 +96,7 @@ func TestCompactionKeepsL0Small(t *testing.T) {
 		maxL0 = max(maxL0, l0Tables(db))
 		s.release()
 	}
-	poll.Until(t, "compaction to finish", 10*time.Second, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return !s.compacting
-	})
+	poll.Until(t, "compaction to finish", 10*time.Second, s.compacted)
 	if maxL0 > 3 {
 		t.Errorf("level 0 grew to %d tables with a threshold of 3", maxL0)
 	}
