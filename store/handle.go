@@ -19,7 +19,8 @@ import (
 // Compaction is badger's own, leveled (options.go): its compactor
 // goroutines tick while the database is open and stop when it closes. An
 // idle close that would leave level 0 at its threshold waits for them
-// instead, so that level 0 does not grow by a table with every idle close.
+// (maxIdleDefer at most), so that level 0 does not grow by a table
+// with every idle close.
 // While the database is open, a trimmer drops the pages of its tables from
 // the resident set (mapped.go).
 
@@ -92,8 +93,13 @@ func (s *Store) armIdleLocked() {
 	s.timer.Reset(s.opt.IdleClose)
 }
 
+// maxIdleDefer bounds how long closeIdle waits for level 0 to be
+// compacted: if compaction cannot make progress (a full disk), the store
+// still goes idle.
+const maxIdleDefer = 5 * time.Minute
+
 // closeIdle closes the database if it is still unused and level 0 needs
-// no compaction.
+// no compaction (or has waited maxIdleDefer for it).
 func (s *Store) closeIdle() {
 	s.mu.Lock()
 	if s.closed || s.users > 0 || s.db == nil {
@@ -101,10 +107,16 @@ func (s *Store) closeIdle() {
 		return
 	}
 	if l0Full(s.db) {
-		s.armIdleLocked()
-		s.mu.Unlock()
-		return
+		if s.deferredAt.IsZero() {
+			s.deferredAt = time.Now()
+		}
+		if time.Since(s.deferredAt) < maxIdleDefer {
+			s.armIdleLocked()
+			s.mu.Unlock()
+			return
+		}
 	}
+	s.deferredAt = time.Time{}
 	start := time.Now()
 	db := s.db
 	s.db = nil

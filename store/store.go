@@ -48,15 +48,16 @@ type Store struct {
 	secrets secrets
 
 	// The database handle, opened on demand and closed when idle (handle.go).
-	mu       sync.Mutex
-	idle     *sync.Cond // signalled when users drops to 0
-	db       *badger.DB
-	users    int
-	timer    *time.Timer
-	closed   bool
-	opens    int                 // badger opens so far, for tests
-	verified map[tableCheck]bool // tables checked before badger opened them (damage.go)
-	trim     *trimmer            // while db is open (mapped.go)
+	mu         sync.Mutex
+	idle       *sync.Cond // signalled when users drops to 0
+	db         *badger.DB
+	users      int
+	timer      *time.Timer
+	closed     bool
+	opens      int                 // badger opens so far, for tests
+	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
+	trim       *trimmer            // while db is open (mapped.go)
+	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 
 	// The write queue and the writer goroutine (commit.go).
 	qmu        sync.Mutex
