@@ -91,7 +91,7 @@
 // # Footprint
 //
 // badger is tuned for a background process (options.go): 4 MB memtables,
-// every value in the LSM tree, no caches, no compression, 1 MB tables and
+// every value in the LSM tree, no caches, no compression, 512 KB tables and
 // badger's own leveled compaction with small levels (a 4 MB base, each
 // level 5 times the one above), so that no compaction touches more than a
 // few tens of MB however large the store, and none rewrites the whole tree.
@@ -113,6 +113,13 @@
 //     compaction sustains, and leaves reads alone.
 //   - Memory. Table builders take a buffer of twice the table size each,
 //     hence the small tables.
+//
+// testnet/cmd/flood measures it: a member offering a million records, the
+// daemon's peak RSS and its single-book GET latency meanwhile. On a shared
+// 2-core Linux machine the peak is about 210 MB (before this strategy 435
+// MB): 60-90 MB of Go heap (badger's memtables and table builders, and the
+// garbage the collector lets grow to twice the live heap), up to 50 MB of
+// table pages between two trims and 24 MB of the program's own text.
 //
 // While open, badger keeps timers (a 2-second allocator pool ticker, two
 // 1-minute tickers and the compactors' 50 ms tickers) that no option
