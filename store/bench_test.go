@@ -82,11 +82,7 @@ func populate(tb testing.TB, dir string, n int) {
 }
 
 func waitCompacted(tb testing.TB, s *Store) {
-	poll.Until(tb, "compaction", time.Minute, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return !s.compacting
-	})
+	poll.Until(tb, "compaction", time.Minute, s.compacted)
 }
 
 // benchApply measures acknowledged durable writes per second from writers

@@ -75,7 +75,7 @@ func (s *Store) commitGroup(all []*request) *group {
 			return g
 		}
 	}
-	db, err := s.acquire()
+	db, err := s.acquireWrite()
 	if err != nil {
 		g.failAll(err)
 		return g

@@ -16,11 +16,13 @@ import (
 // closed, and the next acquire reopens it. The directory lock, the epoch,
 // LastSeq, the clock high-water mark and Watch stay in memory throughout.
 //
-// Compaction: badger runs with no compactor goroutines (each would tick every
-// 50 ms forever). After every group commit and every open, the store looks
-// at level 0; when it holds Options.l0Compact tables, a goroutine runs
-// db.Flatten, which compacts until the tree is one level, and exits. It
-// holds a reference, so the database stays open while it runs.
+// Compaction is badger's own, leveled (options.go): its compactor
+// goroutines tick while the database is open and stop when it closes. An
+// idle close that would leave level 0 at its threshold waits for them
+// (maxIdleDefer at most), so that level 0 does not grow by a table
+// with every idle close.
+// While the database is open, a trimmer drops the pages of its tables from
+// the resident set (mapped.go).
 
 // acquire returns the open database, reopening it if it was closed for
 // idleness. Every successful acquire must be paired with a release.
@@ -42,11 +44,31 @@ func (s *Store) acquire() (*badger.DB, error) {
 		}
 		s.db = db
 		s.opens++
+		s.trim = s.startTrimmer(db)
 		s.log.Debug("store reopened", "dir", s.dir, "took", time.Since(start))
-		s.maybeCompactLocked(db)
 	}
 	s.users++
 	return s.db, nil
+}
+
+// acquireWrite is acquire for the writer, which then also waits, for at
+// most admitWait, while level 0 is deeper than admitL0 tables: compaction
+// is behind, and badger would soon stall the commit itself once it has
+// taken its commit timestamp, and every read waits for every commit that
+// has one (badger's read timestamp waits for them), so a flood would stall
+// every GET with it. Waiting here, before the group has a timestamp, keeps
+// reads going while the writer, and through it the sync stream and its
+// sender, slows down to what compaction sustains.
+func (s *Store) acquireWrite() (*badger.DB, error) {
+	db, err := s.acquire()
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(admitWait)
+	for l0Tables(db) >= s.opt.admitL0() && time.Now().Before(deadline) {
+		time.Sleep(admitPoll)
+	}
+	return db, nil
 }
 
 func (s *Store) release() {
@@ -71,16 +93,35 @@ func (s *Store) armIdleLocked() {
 	s.timer.Reset(s.opt.IdleClose)
 }
 
-// closeIdle closes the database if it is still unused.
+// maxIdleDefer bounds how long closeIdle waits for level 0 to be
+// compacted: if compaction cannot make progress (a full disk), the store
+// still goes idle.
+const maxIdleDefer = 5 * time.Minute
+
+// closeIdle closes the database if it is still unused and level 0 needs
+// no compaction (or has waited maxIdleDefer for it).
 func (s *Store) closeIdle() {
 	s.mu.Lock()
 	if s.closed || s.users > 0 || s.db == nil {
 		s.mu.Unlock()
 		return
 	}
+	if l0Full(s.db) {
+		if s.deferredAt.IsZero() {
+			s.deferredAt = time.Now()
+		}
+		if time.Since(s.deferredAt) < maxIdleDefer {
+			s.armIdleLocked()
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.deferredAt = time.Time{}
 	start := time.Now()
 	db := s.db
 	s.db = nil
+	s.trim.halt() // it does not take mu
+	s.trim = nil
 	err := db.Close()
 	s.mu.Unlock()
 	if err != nil {
@@ -96,46 +137,19 @@ func (s *Store) closeIdle() {
 	s.log.Debug("store closed while idle", "dir", s.dir, "took", time.Since(start))
 }
 
-// maybeCompactLocked starts a compaction if level 0 has grown to the
-// threshold and none is running.
-func (s *Store) maybeCompactLocked(db *badger.DB) {
-	if s.compacting || s.closed || l0Tables(db) < s.opt.l0Compact {
-		return
-	}
-	s.compacting = true
-	s.users++
-	s.maint.Add(1)
-	go s.compact(db)
+// l0Full reports whether level 0 holds as many tables as start a
+// compaction (badger's compactor 0 always takes level 0 then).
+func l0Full(db *badger.DB) bool {
+	levels := db.Levels()
+	return len(levels) > 0 && levels[0].Score >= 1
 }
 
-func (s *Store) maybeCompact(db *badger.DB) {
+// compacted reports whether level 0 needs no compaction, or the database
+// is closed. For tests.
+func (s *Store) compacted() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.maybeCompactLocked(db)
-}
-
-func (s *Store) compact(db *badger.DB) {
-	defer s.maint.Done()
-	defer func() {
-		s.mu.Lock()
-		s.compacting = false
-		s.mu.Unlock()
-		s.release()
-	}()
-	for n := l0Tables(db); n >= s.opt.l0Compact; n = l0Tables(db) {
-		start := time.Now()
-		if err := db.Flatten(1); err != nil {
-			s.log.Warn("compaction failed", "dir", s.dir, "err", err)
-			return
-		}
-		s.log.Debug("compacted", "dir", s.dir, "l0_tables", n, "took", time.Since(start))
-		s.qmu.Lock()
-		closing := s.closing
-		s.qmu.Unlock()
-		if closing {
-			return
-		}
-	}
+	return s.db == nil || !l0Full(s.db)
 }
 
 func l0Tables(db *badger.DB) int {

@@ -96,11 +96,7 @@ func TestCompactionKeepsL0Small(t *testing.T) {
 		maxL0 = max(maxL0, l0Tables(db))
 		s.release()
 	}
-	poll.Until(t, "compaction to finish", 10*time.Second, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return !s.compacting
-	})
+	poll.Until(t, "compaction to finish", 10*time.Second, s.compacted)
 	if maxL0 > 3 {
 		t.Errorf("level 0 grew to %d tables with a threshold of 3", maxL0)
 	}
@@ -110,5 +106,34 @@ func TestCompactionKeepsL0Small(t *testing.T) {
 	}
 	if _, ok, err := s.Get(ctx, bookID(0)); !ok || err != nil {
 		t.Errorf("Get after compaction: %v, %v", ok, err)
+	}
+}
+
+// The trimmer (mapped.go) ticks only while the database is open: an idle
+// store has no timer from it.
+func TestTrimmerOnlyWhileOpen(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: 20 * time.Millisecond})
+	trimming := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.trim != nil
+	}
+	for i := range 3 {
+		poll.Until(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
+		if trimming() {
+			t.Fatal("trimmer running while the database is closed")
+		}
+		db, err := s.acquire()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !trimming() {
+			t.Error("no trimmer while the database is open")
+		}
+		if db == nil {
+			t.Fatal("acquire returned no database")
+		}
+		s.release()
+		apply(t, s, Batch{Entries: []crdt.Entry{pos(t, i, 10, 1)}})
 	}
 }

@@ -224,13 +224,9 @@ func idleChild(dir string) error {
 		for open, _ := s.state(); open && opt.IdleClose > 0 && time.Now().Before(deadline); open, _ = s.state() {
 			time.Sleep(100 * time.Millisecond)
 		}
-		s.mu.Lock()
-		for s.compacting {
-			s.mu.Unlock()
+		for !s.compacted() {
 			time.Sleep(100 * time.Millisecond)
-			s.mu.Lock()
 		}
-		s.mu.Unlock()
 	}
 	fmt.Println("ready")
 	_, err := bufio.NewReader(os.Stdin).ReadString('\n') // returns at EOF

@@ -64,12 +64,27 @@ const (
 //   - no compression, no block or index cache: blocks are read straight from
 //     the memory-mapped tables, which the page cache already caches, and each
 //     ristretto cache would add a goroutine waking every 2.5 s.
-//   - 1 MB tables on every level (TableSizeMultiplier 1): a compaction
-//     builds up to a dozen tables at once, each in a buffer of twice the
-//     table size, so badger's growing sizes (8 MB tables on the last level
-//     of a store of a million records) put 100 MB in builders alone.
-//   - no compactor goroutines (each would wake every 50 ms forever): the
-//     store compacts itself when level 0 grows (see maintain).
+//   - 512 KB tables on every level (TableSizeMultiplier 1): each of the
+//     two compactors keeps up to a dozen tables in flight while they are
+//     written out, each in a buffer of twice the table size, so badger's
+//     growing sizes (8 MB tables on the last level of a store of a million
+//     records) put 100 MB in builders alone; 1 MB tables put 40 MB more in
+//     the heap during a flood than 512 KB ones (measured with
+//     testnet/cmd/flood), for half the files (a store of a million records
+//     has about 550 tables, each an open file).
+//   - badger's own leveled compaction, with its minimum of two compactor
+//     goroutines, and small levels: a base level of 4 MB and each level 5
+//     times the one above. A compaction of level 0 merges every level-0
+//     table with the whole base level (book keys are hashes, so every table
+//     spans the whole key range), and a compaction below it one table with
+//     the 5 or 6 it overlaps below; so no compaction touches more than a
+//     few tens of MB, whatever the size of the store, and each byte is
+//     rewritten about as often as with badger's defaults. (Compacting the
+//     whole tree into one level whenever level 0 filled up, as the store
+//     did before, rewrote the whole store every 20 MB written: a flood of a
+//     million records slowed down as the store grew and every read stalled
+//     behind it.) The compactors tick every 50 ms, but only while the
+//     database is open: the idle close stops them.
 //   - no conflict detection: one goroutine writes.
 //   - no metrics.
 //   - block checksums verified on every read (OnBlockRead), so a damaged
@@ -81,12 +96,26 @@ const (
 //     the record counts (checkEnd, checkCount), and every record read is
 //     decoded and validated.
 const (
-	memTableSize     = 4 << 20
-	valueThreshold   = 128 << 10
-	valueLogFileSize = 1 << 20
-	baseTableSize    = 1 << 20
-	levelZeroStall   = 20
+	memTableSize        = 4 << 20
+	valueThreshold      = 128 << 10
+	valueLogFileSize    = 1 << 20
+	baseTableSize       = 512 << 10
+	levelZeroStall      = 20
+	numCompactors       = 2
+	baseLevelSize       = 4 << 20
+	levelSizeMultiplier = 5
 )
+
+// Admission of group commits (Store.acquireWrite): a group waits while
+// level 0 holds twice the tables that start its compaction, half the
+// tables at which badger stalls writes, polling every admitPoll for at
+// most admitWait, after which it goes ahead and badger's own stall rules.
+const (
+	admitPoll = 5 * time.Millisecond
+	admitWait = 2 * time.Second
+)
+
+func (o Options) admitL0() int { return 2 * o.l0Compact }
 
 func (o Options) withDefaults() Options {
 	if o.Logger == nil {
@@ -122,13 +151,13 @@ func (o Options) badger(dir string) badger.Options {
 	b.ValueLogFileSize = valueLogFileSize
 	b.BaseTableSize = baseTableSize
 	b.TableSizeMultiplier = 1
+	b.BaseLevelSize = baseLevelSize
+	b.LevelSizeMultiplier = levelSizeMultiplier
 	b.Compression = options.None
 	b.BlockCacheSize = 0
 	b.IndexCacheSize = 0
-	b.NumCompactors = 0
-	// Flatten, which the store uses to compact, only compacts level 0 alone
-	// when its score (tables / NumLevelZeroTables) is above 1.
-	b.NumLevelZeroTables = max(1, o.l0Compact-1)
+	b.NumCompactors = numCompactors
+	b.NumLevelZeroTables = o.l0Compact
 	b.NumLevelZeroTablesStall = max(levelZeroStall, 2*o.l0Compact)
 	b.NumGoroutines = 2
 	b.ChecksumVerificationMode = options.NoVerification

@@ -22,7 +22,7 @@ import (
 // briefly; only one nesting exists: smu (the syncer) may take qmu (to read
 // failed) and then stateMu (publish). Nothing takes smu while holding
 // another, and mu, secMu, walMu and jmu are never held while taking any
-// other lock (Close, compact and updateSecrets release qmu before taking mu
+// other lock (Close and updateSecrets release qmu before taking mu
 // or secMu). Keep it so: a new nesting must be added here, in this order.
 type Store struct {
 	dir   string // the data directory, absolute
@@ -56,8 +56,8 @@ type Store struct {
 	closed     bool
 	opens      int                 // badger opens so far, for tests
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
-	compacting bool
-	maint      sync.WaitGroup
+	trim       *trimmer            // while db is open (mapped.go)
+	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 
 	// The write queue and the writer goroutine (commit.go).
 	qmu        sync.Mutex
@@ -148,7 +148,7 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	s.wseq, s.whw = s.lastSeq, s.hw
 	go s.writer()
 	s.mu.Lock()
-	s.maybeCompactLocked(db)
+	s.trim = s.startTrimmer(db)
 	s.armIdleLocked()
 	s.mu.Unlock()
 	return s, nil
@@ -227,7 +227,6 @@ func (s *Store) Close() error {
 	s.signalWriter()
 	<-s.writerDone
 	s.syncWG.Wait() // every committed group is acknowledged
-	s.maint.Wait()
 
 	s.mu.Lock()
 	s.closed = true
@@ -239,6 +238,8 @@ func (s *Store) Close() error {
 	}
 	db := s.db
 	s.db = nil
+	s.trim.halt()
+	s.trim = nil
 	s.mu.Unlock()
 
 	var err error

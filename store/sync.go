@@ -146,12 +146,10 @@ func (s *Store) ackLocked() []*group {
 	return done
 }
 
-// finish releases the database references of acknowledged groups and
-// starts a compaction if they grew level 0.
+// finish releases the database references of acknowledged groups.
 func (s *Store) finish(done []*group) {
 	for _, g := range done {
 		if g.db != nil {
-			s.maybeCompact(g.db)
 			s.release()
 		}
 	}

@@ -14,10 +14,16 @@
 // than one batch. Each line of output is one second: records sent,
 // records the daemon has stored (its book count, less the count at start),
 // its RSS, and the GETs' p50/p99/max over that second; the last lines sum up
-// the whole flood.
+// the whole flood, with the peak RSS and the GETs' p50/p99 over all of it.
+//
+// The GETs are timed by a child process (this command with -meter), so
+// that the CPU this process spends making and encrypting records cannot
+// delay the timing goroutine: the latencies are the target's, not this
+// tool's scheduling.
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/md5"
 	"encoding/binary"
@@ -25,12 +31,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -49,7 +59,15 @@ func main() {
 	every := flag.Duration("every", 10*time.Millisecond, "interval between GETs")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "log the peer layer")
+	meterMode := flag.Bool("meter", false, "internal: time GETs on -socket for a parent flood (books stored read from stdin, one latency a line on stdout)")
 	flag.Parse()
+	if *meterMode {
+		if err := meterChild(*socket, *every); err != nil {
+			fmt.Fprintln(os.Stderr, "flood -meter:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *invite == "" || *n == 0 {
 		fmt.Fprintln(os.Stderr, "flood: -invite is required and -n must be positive")
 		flag.Usage()
@@ -102,12 +120,13 @@ func run(ctx context.Context, code string, n uint64, socket string, pid int, eve
 	fmt.Printf("flooding %s with %d records (device %s)\n", inv.Peer, n, node.Device())
 
 	m := &meter{}
-	var wg sync.WaitGroup
-	gctx, stopGets := context.WithCancel(ctx)
 	if cl != nil {
-		wg.Go(func() { m.gets(gctx, cl, every) })
+		stopMeter, err := m.start(socket, every)
+		if err != nil {
+			return err
+		}
+		defer stopMeter()
 	}
-	defer func() { stopGets(); wg.Wait() }()
 
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
@@ -215,10 +234,10 @@ func (s *source) ApplyRemote(context.Context, crdt.DeviceID, uint64, uint64, []c
 
 // meter times GETs of books the target has stored.
 type meter struct {
-	mu      sync.Mutex
-	applied uint64
-	cur     sample // since the last window
-	all     sample
+	child io.Writer // the -meter process's stdin
+	mu    sync.Mutex
+	cur   sample // since the last window
+	all   sample
 }
 
 type sample struct {
@@ -226,43 +245,115 @@ type sample struct {
 	errs int
 }
 
+// setApplied tells the meter how many books the target has stored.
 func (m *meter) setApplied(a uint64) {
-	m.mu.Lock()
-	m.applied = a
-	m.mu.Unlock()
+	if m.child != nil {
+		fmt.Fprintln(m.child, a)
+	}
 }
 
-// gets requests one book every interval: a book the target has already
-// stored, else (before the first is stored) one that does not exist.
-func (m *meter) gets(ctx context.Context, cl *client.Client, every time.Duration) {
+// start runs the GETs in a child process (this command with -meter) and
+// collects what it times; stop ends it.
+func (m *meter) start(socket string, every time.Duration) (stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "-meter", "-socket", socket, "-every", every.String())
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the GET meter: %w", err)
+	}
+	m.child = in
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var us int64
+			var failed int
+			if _, err := fmt.Sscan(sc.Text(), &us, &failed); err != nil {
+				continue
+			}
+			m.add(time.Duration(us)*time.Microsecond, failed != 0)
+		}
+	}()
+	return func() {
+		in.Close() // the child ends at EOF
+		<-done
+		cmd.Wait()
+	}, nil
+}
+
+func (m *meter) add(d time.Duration, failed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range []*sample{&m.cur, &m.all} {
+		s.lat = append(s.lat, d)
+		if failed {
+			s.errs++
+		}
+	}
+}
+
+// meterChild is the -meter process: it requests one book every interval,
+// a book the target has already stored (the parent writes how many to
+// stdin), else (before the first is stored) one that does not exist, and
+// writes each latency in microseconds and whether it failed to stdout.
+func meterChild(socket string, every time.Duration) error {
+	if socket == "" {
+		return errors.New("-socket is required")
+	}
+	cl := client.New(socket)
+	defer cl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var applied atomic.Uint64
+	go func() {
+		defer cancel() // the parent closed stdin: done
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			if n, err := strconv.ParseUint(sc.Text(), 10, 64); err == nil {
+				applied.Store(n)
+			}
+		}
+	}()
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
-		m.mu.Lock()
-		applied := m.applied
-		m.mu.Unlock()
-		key := keyOf(1 + rand.Uint64N(max(applied, 1)))
+		n := applied.Load()
+		key := keyOf(1 + rand.Uint64N(max(n, 1)))
 		start := time.Now()
 		_, err := cl.Book(ctx, key)
 		d := time.Since(start)
 		if ctx.Err() != nil {
-			return
+			return nil
 		}
 		var apiErr *client.APIError
-		failed := err != nil && !(applied == 0 && errors.As(err, &apiErr) && apiErr.Status == 404)
-		m.mu.Lock()
-		for _, s := range []*sample{&m.cur, &m.all} {
-			s.lat = append(s.lat, d)
-			if failed {
-				s.errs++
-			}
+		failed := err != nil && !(n == 0 && errors.As(err, &apiErr) && apiErr.Status == 404)
+		f := 0
+		if failed {
+			f = 1
 		}
-		m.mu.Unlock()
+		fmt.Fprintf(w, "%d %d\n", d.Microseconds(), f)
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
 }
 

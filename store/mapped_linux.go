@@ -1,0 +1,96 @@
+package store
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4/table"
+	"golang.org/x/sys/unix"
+)
+
+// mappedFileBytes is the process's resident pages that map files (statm's
+// "shared": file and shared-memory pages), which is where badger's tables
+// show.
+func mappedFileBytes() (int64, bool) {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return 0, false
+	}
+	pages, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return pages * int64(os.Getpagesize()), true
+}
+
+// dropTablePages drops this process's mappings of the resident pages of
+// the tables in dir. For the tables pinned says true of, which the caller
+// guarantees stay mapped meanwhile, that is MADV_DONTNEED, which on a
+// shared file mapping leaves the pages in the page cache (the next access
+// maps them again). Any other table (one a compaction is writing) may be
+// unmapped and its range reused by other memory before the advice lands,
+// so it gets MADV_PAGEOUT, which never discards anything: it writes the
+// pages back if need be and lets the kernel reclaim them, at the cost of a
+// read from disk when a compaction reads the table again. Kernels before
+// 5.4 do not know it (EINVAL): those tables stay resident until pinned.
+func dropTablePages(dir string, pinned func(id uint64) bool) error {
+	data, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 4096), 64<<10)
+	for sc.Scan() {
+		start, end, path, ok := parseMapsLine(sc.Text())
+		if !ok || filepath.Dir(path) != dir {
+			continue
+		}
+		id, ok := table.ParseFileID(path)
+		if !ok || !strings.HasSuffix(path, ".sst") {
+			continue
+		}
+		advice := unix.MADV_PAGEOUT
+		if pinned(id) {
+			advice = unix.MADV_DONTNEED
+		}
+		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice))
+		if errno != 0 && !(errno == unix.EINVAL && advice == unix.MADV_PAGEOUT) {
+			return errno
+		}
+	}
+	return sc.Err()
+}
+
+// parseMapsLine reads "start-end perms offset dev inode path" from a line
+// of /proc/self/maps; the path is the rest of the line, spaces and all. A
+// deleted file's path ends in " (deleted)", which no table's name does.
+func parseMapsLine(line string) (start, end uint64, path string, ok bool) {
+	var f [5]string
+	rest := line
+	for i := range f {
+		rest = strings.TrimLeft(rest, " ")
+		f[i], rest, ok = strings.Cut(rest, " ")
+		if !ok {
+			return 0, 0, "", false
+		}
+	}
+	lo, hi, found := strings.Cut(f[0], "-")
+	if !found {
+		return 0, 0, "", false
+	}
+	start, err1 := strconv.ParseUint(lo, 16, 64)
+	end, err2 := strconv.ParseUint(hi, 16, 64)
+	if err1 != nil || err2 != nil || end <= start {
+		return 0, 0, "", false
+	}
+	path = strings.TrimLeft(rest, " ")
+	return start, end, path, path != ""
+}

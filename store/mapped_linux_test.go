@@ -1,0 +1,191 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+func TestParseMapsLine(t *testing.T) {
+	tests := []struct {
+		line       string
+		start, end uint64
+		path       string
+		ok         bool
+	}{
+		{"7f1c2a000000-7f1c2a100000 rw-s 00000000 08:01 1234 /data/db/000012.sst", 0x7f1c2a000000, 0x7f1c2a100000, "/data/db/000012.sst", true},
+		{"7f1c2a000000-7f1c2a100000 rw-s 00000000 08:01 1234                     /a dir/db/000012.sst", 0x7f1c2a000000, 0x7f1c2a100000, "/a dir/db/000012.sst", true},
+		{"7f1c2a000000-7f1c2a100000 rw-s 00000000 08:01 1234 /data/db/000012.sst (deleted)", 0x7f1c2a000000, 0x7f1c2a100000, "/data/db/000012.sst (deleted)", true},
+		{"c000000000-c004000000 rw-p 00000000 00:00 0 ", 0, 0, "", false},
+		{"c000000000-c004000000 rw-p 00000000 00:00 0", 0, 0, "", false},
+		{"7ffd5c1f1000-7ffd5c212000 rw-p 00000000 00:00 0                          [stack]", 0x7ffd5c1f1000, 0x7ffd5c212000, "[stack]", true},
+		{"zz-7f rw-p 00000000 00:00 0 /x", 0, 0, "", false},
+		{"7f-7e rw-p 00000000 00:00 0 /x", 0, 0, "", false},
+		{"", 0, 0, "", false},
+	}
+	for _, tt := range tests {
+		start, end, path, ok := parseMapsLine(tt.line)
+		if ok != tt.ok || ok && (start != tt.start || end != tt.end || path != tt.path) {
+			t.Errorf("parseMapsLine(%q) = %x, %x, %q, %v; want %x, %x, %q, %v",
+				tt.line, start, end, path, ok, tt.start, tt.end, tt.path, tt.ok)
+		}
+	}
+}
+
+// residentTables is the resident size of this process's mappings of the
+// tables in dir, from /proc/self/smaps.
+func residentTables(t *testing.T, dir string) (kb int64) {
+	t.Helper()
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if f := strings.Fields(line); len(f) >= 5 && !strings.HasSuffix(f[0], ":") { // a mapping's first line
+			_, _, path, _ := parseMapsLine(line)
+			in = filepath.Dir(path) == dir && strings.HasSuffix(path, ".sst")
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "Rss:"); ok && in {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			kb += n
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return kb
+}
+
+// fill writes n books in full batches.
+func fill(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for i := 0; i < n; i += MaxBatchEntries {
+		entries := make([]crdt.Entry, 0, MaxBatchEntries)
+		for j := i; j < min(n, i+MaxBatchEntries); j++ {
+			entries = append(entries, book(t, j, 1_700_000_000_000))
+		}
+		apply(t, s, Batch{Entries: entries})
+	}
+}
+
+// countBooks scans every book, checking that each decodes.
+func countBooks(t *testing.T, s *Store) int {
+	t.Helper()
+	n := 0
+	if err := s.Scan(context.Background(), crdt.KindBook, func(crdt.Entry) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// tablesOf returns the store's open database, held until cleanup, and
+// the directory its tables are mapped from.
+func tablesOf(t *testing.T, s *Store) (*badger.DB, string) {
+	t.Helper()
+	db, err := s.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.release)
+	dir, err := filepath.EvalSymlinks(s.dbDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, dir
+}
+
+// haltTrimmer stops the store's own trimmer, for a test that trims.
+func haltTrimmer(s *Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trim.halt()
+	s.trim = nil
+}
+
+func TestTrimTablesDropsResidentPages(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	const books = 10_000
+	fill(t, s, books)
+	db, dir := tablesOf(t, s)
+	if got := countBooks(t, s); got != books { // reads every table
+		t.Fatalf("%d books, want %d", got, books)
+	}
+	before := residentTables(t, dir)
+	if before < 1024 {
+		t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
+	}
+	if err := trimTables(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	after := residentTables(t, dir)
+	t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
+	if after > before/4 {
+		t.Errorf("resident tables %d KiB after trimming, %d KiB before", after, before)
+	}
+	// The pages come back from the page cache: nothing is lost.
+	if got := countBooks(t, s); got != books {
+		t.Errorf("%d books after trimming, want %d", got, books)
+	}
+}
+
+// Trimming while compactions replace tables and readers read them must
+// neither lose nor damage anything (a table unmapped under the advice
+// would, or crash the process).
+func TestTrimTablesUnderCompaction(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1, l0Compact: 2})
+	db, dir := tablesOf(t, s)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := trimTables(db, dir); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	const books, rounds = 4000, 5
+	for r := range rounds {
+		for i := 0; i < books; i += MaxBatchEntries {
+			entries := make([]crdt.Entry, 0, MaxBatchEntries)
+			for j := i; j < min(books, i+MaxBatchEntries); j++ {
+				entries = append(entries, book(t, j, uint64(1_700_000_000_000+r)))
+			}
+			apply(t, s, Batch{Entries: entries})
+		}
+		if got := countBooks(t, s); got != books {
+			t.Fatalf("round %d: %d books, want %d", r, got, books)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for i := range books {
+		e, ok := get(t, s, bookID(i))
+		if !ok || e.Book.Title.Value != fmt.Sprintf("Collected Works, volume %d", i) {
+			t.Fatalf("book %d after trimming under compaction: %v %+v", i, ok, e.Book.Title)
+		}
+	}
+}
