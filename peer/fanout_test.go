@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
 
 // mesh starts k devices linked in a full mesh of pipe streams (each pulls
 // from every other), closed when the test ends.
-func mesh(t *testing.T, k int) []*device {
+func mesh(t testing.TB, k int) []*device {
 	t.Helper()
 	lib := newLib(t)
 	devs := make([]*device, k)
@@ -48,16 +49,6 @@ func settled(devs []*device) bool {
 	return true
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, within)
-		}
-	}
-}
-
 func stores(devs []*device) []*memStore {
 	var out []*memStore
 	for _, d := range devs {
@@ -74,7 +65,7 @@ func TestMeshRelaysSuppressed(t *testing.T) {
 	for _, k := range []int{4, 6} {
 		t.Run(fmt.Sprintf("%d devices", k), func(t *testing.T) {
 			devs := mesh(t, k)
-			waitFor(t, 10*time.Second, "mesh settling", func() bool { return settled(devs) })
+			poll.Until(t, "mesh settling", 10*time.Second, func() bool { return settled(devs) })
 			sent := func() (n uint64) {
 				for _, d := range devs {
 					n += d.node.stats.recordsSent.Load()
@@ -88,10 +79,10 @@ func TestMeshRelaysSuppressed(t *testing.T) {
 				if err := w.store.setPosition(bookKey(i%3), uint64(i+1)*10); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, 10*time.Second, fmt.Sprintf("write %d everywhere", i), func() bool { return converged(stores(devs)...) })
+				poll.Until(t, fmt.Sprintf("write %d everywhere", i), 10*time.Second, func() bool { return converged(stores(devs)...) })
 			}
 			// Held relays are resolved (sent or skipped) before counting.
-			waitFor(t, 3*(deferWindow+wantTimeout), "cursors at every store's end", func() bool { return settled(devs) })
+			poll.Until(t, "cursors at every store's end", 3*(deferWindow+wantTimeout), func() bool { return settled(devs) })
 			perChange := float64(sent()-before) / writes
 			t.Logf("%d devices: %.2f records sent per change (direct only: %d)", k, perChange, k-1)
 			if limit := 1.5 * float64(k-1); perChange > limit {
@@ -128,17 +119,17 @@ func TestHeldRelayStillSent(t *testing.T) {
 			for _, l := range []*pipeLink{openLink(r, w, ProtocolVersion), openLink(p, r, ProtocolVersion)} {
 				t.Cleanup(l.cut)
 			}
-			waitFor(t, 10*time.Second, "R's stream to P to know P's direct list", func() bool {
+			poll.Until(t, "R's stream to P to know P's direct list", 10*time.Second, func() bool {
 				return dirHeard(r.node, p.id, DeviceIDOf(w.id), w.store.Epoch())
 			})
 			if err := w.store.setPosition(bookKey(1), 4242); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, "W's write on R", func() bool { return converged(w.store, r.store) })
+			poll.Until(t, "W's write on R", 10*time.Second, func() bool { return converged(w.store, r.store) })
 			if tc.drop {
 				undirect()
 			}
-			waitFor(t, 2*(deferWindow+wantTimeout), "W's write on P", func() bool { return converged(w.store, r.store, p.store) })
+			poll.Until(t, "W's write on P", 2*(deferWindow+wantTimeout), func() bool { return converged(w.store, r.store, p.store) })
 			if got := r.node.stats.recordsSent.Load(); got != 1 {
 				t.Errorf("R sent %d records, want the relay", got)
 			}
@@ -153,4 +144,34 @@ func dirHeard(n *Node, puller lpeer.ID, dev crdt.DeviceID, epoch uint64) bool {
 	fo := n.peer(puller).fanout
 	n.mu.Unlock()
 	return fo != nil && fo.holds(source{dev, mark{epoch, 1}})
+}
+
+// Records and sync bytes sent per change in a full mesh of 8 devices, each
+// writing in turn and the write reaching all others before the next, until
+// every held relay is resolved.
+func BenchmarkMeshChange(b *testing.B) {
+	devs := mesh(b, 8)
+	poll.Until(b, "mesh settling", 10*time.Second, func() bool { return settled(devs) })
+	sent := func() (records, bytes uint64) {
+		for _, d := range devs {
+			records += d.node.stats.recordsSent.Load()
+			bytes += d.node.stats.bytesSent.Load()
+		}
+		return records, bytes
+	}
+	r0, b0 := sent()
+	writes := 0
+	for b.Loop() {
+		w := devs[writes%len(devs)]
+		if err := w.store.setPosition(bookKey(writes%4), uint64(writes+1)*10); err != nil {
+			b.Fatal(err)
+		}
+		writes++
+		poll.Until(b, "the write everywhere", 10*time.Second, func() bool { return converged(stores(devs)...) })
+	}
+	b.StopTimer()
+	poll.Until(b, "cursors at every store's end", 3*(deferWindow+wantTimeout), func() bool { return settled(devs) })
+	r1, b1 := sent()
+	b.ReportMetric(float64(r1-r0)/float64(writes), "records/change")
+	b.ReportMetric(float64(b1-b0)/float64(writes), "bytes/change")
 }
