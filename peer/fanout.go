@@ -27,7 +27,7 @@ import (
 //   - the puller's direct list drops the record's source (its stream from
 //     the source ended): the record is sent at once;
 //   - the sender has another record to send after it, or the hold has
-//     lasted deferWindow: the sender asks the puller (Want) whether it has
+//     lasted deferWindow (0.5 s): the sender asks the puller (Want) whether it has
 //     all of each source's state as of the held records' numbers, and sends
 //     what the answer (Have) says it lacks, skipping the rest;
 //   - the answer does not come within wantTimeout: everything is sent.
@@ -39,6 +39,10 @@ import (
 // Caught frames: they change with every write, and only the sender that
 // asks needs them.
 //
+// A stream's first catch-up holds nothing back: it is what a puller that
+// meets several devices at once (after a heal) waits for before starting
+// the others.
+//
 // A pass that would send a batch with no record (every change in it
 // skipped, say one that came from the puller) is held the same way, so a
 // busy mesh does not pay a frame and an ack per change and stream for a
@@ -46,8 +50,12 @@ import (
 
 const (
 	// deferWindow bounds how long a record or an empty cursor advance is
-	// held back while the sender has nothing else for the puller.
-	deferWindow = 2 * time.Second
+	// held back while the sender has nothing else for the puller. It is
+	// also what a relay can lose when the puller's direct stream stalls
+	// without ending (a short partition, where TCP retransmits with
+	// backoff): short enough not to slow a heal down, long enough for a
+	// change to arrive from its writer first.
+	deferWindow = 500 * time.Millisecond
 	// wantTimeout bounds the wait for an answer to a Want.
 	wantTimeout = 2 * time.Second
 	// deferBacklog is the backlog (in sequence numbers) up to which a

@@ -181,6 +181,9 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 			snd.heldLast = last
 			continue
 		}
+		if !snd.held {
+			snd.pushing = true // caught up: what follows is pushed
+		}
 		var later <-chan time.Time
 		switch {
 		case snd.held:
@@ -434,6 +437,7 @@ type sender struct {
 	held      bool      // the last catchUp held records (or a cursor advance) back
 	heldLast  uint64    // the store's last sequence number it saw then
 	heldAt    time.Time // since when something is held back
+	pushing   bool      // the first catch-up is done
 }
 
 // catchUp sends everything after cursor, up to at least last (the store's
@@ -442,7 +446,10 @@ type sender struct {
 // back (fanout.go): it then returns a cursor before them, with snd.held set.
 func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, error) {
 	snd.held = false
-	hold := snd.version >= 4 && last-cursor <= deferBacklog
+	// A stream's first catch-up holds nothing back: after a partition heals
+	// the puller's streams from the others may still be on connections
+	// that died, and it waits for this catch-up before it starts the rest.
+	hold := snd.version >= 4 && snd.pushing && last-cursor <= deferBacklog
 	for {
 		// Wait before reading the store, so that nothing is read ahead of
 		// what the puller can take either.
@@ -518,7 +525,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			return cursor, nil
 		}
 		if !p.full {
-			snd.heldAt = time.Time{}
+			snd.heldAt, snd.pushing = time.Time{}, true
 			if snd.out.Cap() > 64<<10 {
 				snd.out = bytes.Buffer{} // an idle push stream keeps a small buffer
 			}
