@@ -234,6 +234,21 @@ func (fo *fanout) holds(src source) bool {
 	return false
 }
 
+// indirect returns the marks of devices the puller does not pull from
+// itself.
+func (fo *fanout) indirect(marks []wireMark) []wireMark {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	return slices.DeleteFunc(marks, func(m wireMark) bool {
+		for _, d := range fo.list {
+			if d.Device == m.Device && d.Epoch == m.Epoch {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // ask asks the puller whether it has all of each device's state as of the
 // sequence number held gives, and raises have for every item it has. No
 // answer within wantTimeout leaves have as it was.

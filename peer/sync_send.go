@@ -265,6 +265,9 @@ func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, e
 	// true of us before the moment our last sequence number is seen to be
 	// cursor, and so of the puller, which has everything up to there.
 	weak, full, ver := n.kn.since(c.ver, snd.st.device)
+	// Of a device the puller pulls from itself it has its own cursor and
+	// full marks, as good as ours: in a mesh, that is every device.
+	weak, full = snd.fo.indirect(weak), snd.fo.indirect(full)
 	if c.sent && c.seq == cursor && len(weak) == 0 && len(full) == 0 {
 		c.ver = ver
 		return nil, nil
