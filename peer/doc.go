@@ -96,7 +96,8 @@
 // Once everything up to its last sequence number is sent (and at most every
 // second after the first time), a version 4 sender says so in a Caught
 // frame, with those of its cursors into other devices' stores and full
-// marks that changed since its previous one. A cursor is true of whoever has
+// marks that changed since its previous one (but those of devices the
+// puller says it pulls from itself, see below). A cursor is true of whoever has
 // everything its holder had, so the puller starts its own pulls from those
 // devices there: a device that meets several peers at once takes the
 // library from one and only what is newer from the others. A full mark ("I
