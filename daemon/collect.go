@@ -114,10 +114,15 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		d.wg.Go(func() { d.handResidues(from) })
 	}
 	if added {
-		select {
-		case d.coll.kick <- struct{}{}:
-		default:
-		}
+		d.coll.wake()
+	}
+}
+
+// wake makes the collection loop run a round (at most every summaryEvery).
+func (c *collector) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 

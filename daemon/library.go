@@ -295,6 +295,12 @@ func (d *Daemon) applyFrom(ctx context.Context, from crdt.DeviceID, entries []cr
 		return err
 	}
 	d.changed(res.Changed, true)
+	if cursor != nil {
+		// A batch may only move a cursor (senders put such batches off
+		// and send them later), which the store's sequence does not show:
+		// this device's summary changed all the same.
+		d.coll.wake()
+	}
 	return nil
 }
 

@@ -160,9 +160,9 @@ func TestSendResidues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.node.SendResidues(t.Context(), bDev, [][]byte{residue(t, 5000, del), liveEnc, residue(t, 5001, del)}); err != nil {
-		t.Fatal(err)
-	}
+	// B resets the stream at the live record; whether A's write still
+	// sees that reset depends on timing, so its error says nothing here.
+	_ = a.node.SendResidues(t.Context(), bDev, [][]byte{residue(t, 5000, del), liveEnc, residue(t, 5001, del)})
 	poll.Until(t, "B to take the residue before the live record", 10*time.Second, func() bool { return received() == len(records)+1 })
 	if err := a.node.SendResidues(t.Context(), crdt.DeviceID(12345), records); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("SendResidues to an unknown device: %v, want ErrNotConnected", err)
