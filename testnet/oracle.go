@@ -109,6 +109,30 @@ func Canonical(books []api.Book) ([]byte, error) {
 	return canonicalJSON(raw)
 }
 
+// Uncollected drops from books (an oracle's) the deleted ones that the
+// nodes' canonical answer got (Canonical's form) no longer lists: tombstone collection purges
+// a deleted book once every member holds its delete, so a node may list it
+// or not; a visible book, or a deleted one still listed, must match.
+func Uncollected(books []api.Book, got []byte) ([]api.Book, error) {
+	listed := map[string]bool{}
+	for line := range bytes.Lines(got) {
+		var b struct {
+			Key string `json:"key"`
+		}
+		if err := json.Unmarshal(line, &b); err != nil {
+			return nil, fmt.Errorf("books: %w", err)
+		}
+		listed[b.Key] = true
+	}
+	var out []api.Book
+	for _, b := range books {
+		if !b.Deleted || listed[b.Key] {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
 // CanonicalBooks fetches GET /v1/books?deleted=1 from c as bytes and
 // returns it as Canonical does.
 func CanonicalBooks(ctx context.Context, c *client.Client) ([]byte, error) {

@@ -48,7 +48,11 @@ func Convergence(t TB, p Params, r *Report) {
 	nt.Heal()
 	took, got := nt.WaitConverged(healTimeout)
 	r.Healed(t, fmt.Sprintf("final heal (%d ops)", len(ops)), took, 0)
-	want, err := Canonical(Oracle(ops))
+	oracle, err := Uncollected(Oracle(ops), got)
+	if err != nil {
+		t.Fatalf("nodes' books: %v", err)
+	}
+	want, err := Canonical(oracle)
 	if err != nil {
 		t.Fatalf("oracle: %v", err)
 	}
