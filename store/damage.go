@@ -123,7 +123,10 @@ func (s *Store) checkTable(id uint64) (tableCheck, error) {
 	path := filepath.Join(s.dbDir, name)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return tableCheck{}, damagedFile(s.dir, name, "is missing, although the MANIFEST lists it")
+		// Either the table was deleted, or the MANIFEST lost its last
+		// changes (cut short), among them the compaction that removed the
+		// table: name both files.
+		return tableCheck{}, damagedFile(s.dir, name, "is missing, although the MANIFEST lists it (or %s lost the change that removed it)", filepath.Join(s.dbDir, manifestName))
 	}
 	if err != nil {
 		return tableCheck{}, ioErr(s.dir, "look at "+name, err)

@@ -85,6 +85,13 @@ const (
 //     million records slowed down as the store grew and every read stalled
 //     behind it.) The compactors tick every 50 ms, but only while the
 //     database is open: the idle close stops them.
+//   - level 0 compacted into the base level on close (CompactL0OnClose),
+//     which flushes the memtable first: deleted keys and the versions they
+//     shadow are dropped when nothing lies below, so the space a purge
+//     (purge.go) frees is on disk again after the next close (the idle
+//     close or a shutdown) rather than whenever level 0 next fills up,
+//     which a small library may take months to do. It is bounded like any
+//     level-0 compaction: closeIdle waits until level 0 is not full.
 //   - no conflict detection: one goroutine writes.
 //   - no metrics.
 //   - block checksums verified on every read (OnBlockRead), so a damaged
@@ -159,6 +166,7 @@ func (o Options) badger(dir string) badger.Options {
 	b.NumCompactors = numCompactors
 	b.NumLevelZeroTables = o.l0Compact
 	b.NumLevelZeroTablesStall = max(levelZeroStall, 2*o.l0Compact)
+	b.CompactL0OnClose = true
 	b.NumGoroutines = 2
 	b.ChecksumVerificationMode = options.NoVerification
 	return b

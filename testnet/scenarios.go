@@ -95,6 +95,7 @@ var Scenarios = []Scenario{
 	{"pair-short-code", PairShortCode},
 	{"forget-offline", ForgetOffline},
 	{"collect", Collect},
+	{"collect-restore", CollectRestore},
 	{"propagation", Propagation},
 	{"convergence", Convergence},
 	{"clock-skew", ClockSkew},

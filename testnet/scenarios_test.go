@@ -37,6 +37,7 @@ func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
 func TestManyDevices(t *testing.T)    { ManyDevices(t, params(), nil) }
 func TestJoinLibrary(t *testing.T)    { JoinLibrary(t, params(), nil) }
 func TestCollect(t *testing.T)        { Collect(t, params(), nil) }
+func TestCollectRestore(t *testing.T) { CollectRestore(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
