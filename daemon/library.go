@@ -296,8 +296,8 @@ func (d *Daemon) applyFrom(ctx context.Context, from crdt.DeviceID, entries []cr
 	}
 	d.changed(res.Changed, true)
 	if cursor != nil {
-		// A batch may only move a cursor (senders put such batches off
-		// and send them later), which the store's sequence does not show:
+		// A batch may only move a cursor (every record in it skipped as
+		// one this device has), which the store's sequence does not show:
 		// this device's summary changed all the same.
 		d.coll.wake()
 	}
