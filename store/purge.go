@@ -116,6 +116,7 @@ func (p *plan) purge(req *purgeReq) error {
 	if n == 0 {
 		return nil
 	}
+	s.wresidues = true
 	var counts [3]uint64
 	for i, k := range [][]byte{countKey(crdt.KindBook), keyDeletedBooks, keyFloor} {
 		v, err := getValue(p.txn, k)
@@ -142,7 +143,7 @@ func (p *plan) purge(req *purgeReq) error {
 // write reads it (Batch.Build stamps after its tombstone and continues its
 // read-time slot) and an arriving copy is decided against it.
 func (p *plan) loadResidue(r *rec) error {
-	if len(r.id) == 0 || r.id[0] != byte(crdt.KindBook) {
+	if !p.s.wresidues || len(r.id) == 0 || r.id[0] != byte(crdt.KindBook) {
 		return nil
 	}
 	gk := residueKey(r.id)
@@ -172,6 +173,19 @@ func (p *plan) absorbed(r *rec, e *crdt.Entry) bool {
 	}
 	p.mark(r)
 	return false
+}
+
+// holdsResidues reports whether db holds at least one residue.
+func holdsResidues(db *badger.DB) (bool, error) {
+	var found bool
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pResidue}})
+		defer it.Close()
+		it.Rewind()
+		found = it.Valid()
+		return nil
+	})
+	return found, err
 }
 
 // Residue returns what is kept of the collected book key, if it was

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -194,13 +195,28 @@ func TestPurgeOnlyWhatIsStable(t *testing.T) {
 // resurrect the book, and brings the record back, deleted, so that its
 // sender learns the delete; a later write revives it with all its read time.
 func TestPurgedBookArrivesAgain(t *testing.T) {
+	// Reopened: a store finds the residues it holds at open (it skips the
+	// residue read while it holds none).
+	for _, reopen := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reopen=%v", reopen), func(t *testing.T) { testPurgedBookArrivesAgain(t, reopen) })
+	}
+}
+
+func testPurgedBookArrivesAgain(t *testing.T, reopen bool) {
 	ctx := context.Background()
-	s := open(t, t.TempDir(), Options{})
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
 	full := fullBook(t, 1, 1000)
 	apply(t, s, Batch{Entries: []crdt.Entry{full, fullBook(t, 2, 1000)}})
 	apply(t, s, Batch{Entries: []crdt.Entry{del(t, 1, 2000)}})
 	withDelete, _ := get(t, s, bookID(1))
 	purgeAll(t, s, everyone(s))
+	if reopen {
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = open(t, dir, Options{})
+	}
 	last := s.LastSeq()
 
 	if res := apply(t, s, Batch{Entries: []crdt.Entry{withDelete}}); len(res.Changed) != 0 || s.LastSeq() != last {

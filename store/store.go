@@ -68,6 +68,9 @@ type Store struct {
 	failed     error  // set when a commit or sync failed; under qmu
 	wseq       uint64 // the writer's last sequence number, ahead of lastSeq
 	whw        crdt.Timestamp
+	// wresidues: the database may hold a residue (purge.go). Until a purge
+	// keeps one, a record the store has never seen costs no second read.
+	wresidues bool
 
 	// Committed groups waiting for a sync (sync.go).
 	smu      sync.Mutex
@@ -142,6 +145,10 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	if err := s.ensureDeletedCount(db); err != nil {
 		db.Close()
 		return nil, ioErr(s.dir, "count the deleted books", err)
+	}
+	if s.wresidues, err = holdsResidues(db); err != nil {
+		db.Close()
+		return nil, ioErr(s.dir, "look for residues", err)
 	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
 	s.db, s.opens, ok = db, 1, true
