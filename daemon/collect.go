@@ -15,7 +15,8 @@ import (
 // Members gossip summaries of how far each has merged everyone (the peer
 // layer's summary protocol): on every connection, and when this device's
 // summary changed. One loop per daemon keeps the latest summary of each
-// device, works out up to where every current member holds this store
+// device (saved in the store when others' change, so that a member away
+// during a restart still counts for what it last said), works out up to where every current member holds this store
 // (crdt.Stable) after summaries, members or the store changed, and purges
 // what that allows in bounded batches. It wakes only for a commit or an
 // arriving summary, at most once per summaryEvery: an idle library runs no
@@ -140,6 +141,7 @@ func (d *Daemon) collectLoop() {
 	if every <= 0 {
 		every = summaryEvery
 	}
+	d.loadSummaries(ctx)
 	var next time.Time
 	for {
 		if wait := time.Until(next); wait > 0 {
@@ -180,6 +182,7 @@ func (d *Daemon) collectRound(ctx context.Context) {
 	}
 	d.coll.mu.Lock()
 	prev, had := d.coll.known[d.self]
+	save := d.coll.news
 	gossip := d.coll.news || !had || !sameSummary(&prev, &own)
 	if !had || !sameSummary(&prev, &own) {
 		d.coll.known.Add(own)
@@ -192,7 +195,33 @@ func (d *Daemon) collectRound(ctx context.Context) {
 			d.log.Warn("collection: gossip summaries", "err", err)
 		}
 	}
+	if save {
+		others := slices.DeleteFunc(slices.Clone(list), func(s crdt.Summary) bool { return s.Device == d.self })
+		if err := d.store.SaveSummaries(ctx, others); err != nil && ctx.Err() == nil {
+			d.log.Warn("collection: save the members' summaries", "err", err)
+		}
+	}
 	d.purge(ctx)
+}
+
+// loadSummaries takes the other members' summaries saved before a restart,
+// so that a member away now counts for what it last said it holds. Any
+// summary that arrived since is later and stays.
+func (d *Daemon) loadSummaries(ctx context.Context) {
+	list, err := d.store.Summaries(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("collection: the saved summaries are ignored; members count again once they gossip", "err", err)
+		}
+		return
+	}
+	d.coll.mu.Lock()
+	defer d.coll.mu.Unlock()
+	for _, s := range list {
+		if s.Device != d.self && d.members.current(s.Device) {
+			d.coll.known.Add(s)
+		}
+	}
 }
 
 // sameSummary reports whether a and b say the same, whenever made.

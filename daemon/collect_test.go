@@ -190,3 +190,37 @@ func TestRestoredOldCopyDoesNotResurrect(t *testing.T) {
 		})
 	}
 }
+
+// Issue 15: the members' summaries outlive a restart. The tablet merged
+// the deletes and said so, then left; the laptop restarted while the phone
+// was away too. Once the phone is back and catches up, the laptop collects
+// on the tablet's last word, without waiting for the tablet to return.
+func TestSummariesOutliveARestart(t *testing.T) {
+	a, b, c := threeCollecting(t)
+	const n = 8
+	readBooks(t, a, n, b, c)
+	poll.Until(t, "A to have everyone's summary", 20*time.Second, func() bool { return len(holding(t, a)) == 0 })
+	// Without mDNS in tests, the phone finds the restarted laptop (same
+	// ports) as a static peer.
+	for _, addr := range a.node.ListenAddrs() {
+		b.cfg.Peers = append(b.cfg.Peers, addr.String()+"/p2p/"+a.node.ID().String())
+	}
+	b = restart(t, b, func() {
+		deleteBooks(t, a, n)
+		poll.Until(t, "the tablet to merge the deletes", 20*time.Second, func() bool { return deletedBooks(t, c) == n })
+		poll.Until(t, "A to name only the phone as holding collection back", 20*time.Second, func() bool {
+			return slices.Equal(holding(t, a), []string{"phone"})
+		})
+		c.client.Close()
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		a = restart(t, a, func() {})
+	})
+	for _, d := range []*testDaemon{a, b} {
+		poll.Until(t, d.cfg.Name+" to collect on the tablet's saved summary", 30*time.Second, func() bool { return deletedBooks(t, d) == 0 })
+	}
+	if h := holding(t, a); len(h) != 0 {
+		t.Errorf("A says %v hold collection back", h)
+	}
+}

@@ -47,6 +47,9 @@ type Batch struct {
 	// forget, set by ForgetCursor alone (cursor_forget.go), is the device
 	// whose cursor goes.
 	forget crdt.DeviceID
+	// summaries, set by SaveSummaries alone (summaries.go), replace the
+	// saved summaries.
+	summaries []byte
 }
 
 // Result says what a batch changed.

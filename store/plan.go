@@ -61,6 +61,10 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		p.writes = append(p.writes, write{key: cursorKey(b.forget), del: true})
 		return p, nil
 	}
+	if b.summaries != nil {
+		p.writes = append(p.writes, write{key: keySummaries, val: b.summaries})
+		return p, nil
+	}
 	p.slab = make([]rec, 0, max(1, len(b.Entries)))
 	if err := s.checkExtras(b); err != nil {
 		return nil, err

@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// keySummaries holds the latest summary of every other member
+// (crdt.EncodeSummaries) as the collection loop last saved them, so that
+// after a restart a member that is away still counts for what it said it
+// holds, instead of holding collection back until it next gossips.
+var keySummaries = []byte("msummaries")
+
+// SaveSummaries replaces the saved summaries with list, through the writer.
+// They are advice kept across restarts, not changes: they take no sequence
+// number and are never synced to peers.
+func (s *Store) SaveSummaries(ctx context.Context, list []crdt.Summary) error {
+	enc, err := crdt.EncodeSummaries(list)
+	if err != nil {
+		return fmt.Errorf("save summaries in store %s: %w", s.dir, err)
+	}
+	_, err = s.Apply(ctx, Batch{summaries: enc})
+	return err
+}
+
+// Summaries returns the summaries SaveSummaries last saved, none if it never
+// ran. Saved summaries that do not decode are reported with ErrCorrupt; the
+// caller can carry on without them, as after a first start.
+func (s *Store) Summaries(ctx context.Context) ([]crdt.Summary, error) {
+	var list []crdt.Summary
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		v, err := getValue(txn, keySummaries)
+		if err != nil || v == nil {
+			if err != nil {
+				err = ioErr(s.dir, "read the saved summaries", err)
+			}
+			return err
+		}
+		if list, err = crdt.DecodeSummaries(v); err != nil {
+			return corruptf(s.dir, "saved summaries under key %s do not decode: %v", keyName(keySummaries), err)
+		}
+		return nil
+	})
+	return list, err
+}
