@@ -63,6 +63,9 @@ type knowledge struct {
 	ver  uint64
 	weak map[crdt.DeviceID]versioned
 	full map[crdt.DeviceID]versioned
+	// whole holds full marks learned from whole batches (fanout.go): not
+	// versioned, as Caught frames do not carry them.
+	whole map[crdt.DeviceID]mark
 }
 
 type versioned struct {
@@ -102,6 +105,33 @@ func (k *knowledge) noteFull(dev crdt.DeviceID, m mark) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.raise(&k.full, dev, m)
+}
+
+// noteWhole records that this store includes dev's whole state at m,
+// learned from a whole batch of dev's.
+func (k *knowledge) noteWhole(dev crdt.DeviceID, m mark) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.whole[dev]; ok && old.epoch == m.epoch && old.seq >= m.seq {
+		return
+	}
+	if k.whole == nil {
+		k.whole = make(map[crdt.DeviceID]mark)
+	}
+	if _, ok := k.whole[dev]; ok || len(k.whole) < maxMarks {
+		k.whole[dev] = m
+	}
+}
+
+// hasAll reports whether this store is known to include dev's whole state
+// at m.
+func (k *knowledge) hasAll(dev crdt.DeviceID, m mark) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	covers := func(have mark, ok bool) bool { return ok && have.epoch == m.epoch && have.seq >= m.seq }
+	w, ok := k.whole[dev]
+	f, fok := k.full[dev]
+	return covers(w, ok) || covers(f.mark, fok)
 }
 
 // cursor returns the cursor known for dev, if any.
@@ -173,6 +203,14 @@ func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64
 			p.set[k] = source{dev, mark{epoch, seq(i)}}
 		}
 	}
+}
+
+// source returns where the record state data came from, if known.
+func (p *provenance) source(data []byte) (source, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	src, ok := p.set[echoKey(data)]
+	return src, ok
 }
 
 // coveredBy reports whether a puller whose full marks are have (by device)
