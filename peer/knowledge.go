@@ -175,6 +175,20 @@ const maxProvenance = 1 << 17
 // record's own on a version 4 stream, else the end of its batch): a sender
 // skips the record for a puller whose full mark of that device covers it.
 // Bounded: when full it is forgotten, which only costs records sent again.
+//
+// Marks are statements about stores that only grow, and tombstone
+// collection is the one way a store shrinks: it takes deleted books out.
+// A device restored from an old copy that pulls from D after D collected
+// gets nothing for the collected part of D's sequence, and still ends with
+// a full mark of D past it. And a collected state comes back byte for byte
+// (a device merges the restored device's old copy of the book with the
+// residue it kept: that is the record it collected), here under the
+// provenance of D's sequence number from before the collection. Skipping
+// it by that mark would credit the restored device with the delete it is
+// missing, and let every device collect it again while it keeps showing
+// the book. So a state that collection may take out (crdt.MayBeCollected)
+// gets no provenance: it is never skipped or held by a mark, only by the
+// echo set of the connection it came on.
 type provenance struct {
 	mu  sync.Mutex
 	set map[[16]byte]source
@@ -186,15 +200,20 @@ type source struct {
 }
 
 // add remembers that dev sent records from its store of epoch, record i
-// being its state at dev's sequence number seq(i) (or earlier). The first
-// source of a state is kept: any one proves it.
-func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte) {
+// (decoded as entries[i]) being its state at dev's sequence number seq(i)
+// (or earlier). The first source of a state is kept: any one proves it. A
+// state that collection may take out of a store is not remembered (see
+// provenance).
+func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte, entries []crdt.Entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.set == nil {
 		p.set = make(map[[16]byte]source, len(records))
 	}
 	for i, r := range records {
+		if crdt.MayBeCollected(&entries[i]) {
+			continue
+		}
 		if len(p.set) >= maxProvenance {
 			p.set = make(map[[16]byte]source)
 		}

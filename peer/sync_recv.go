@@ -327,7 +327,7 @@ func (p *puller) receive(ctx context.Context) error {
 	// Before the merge: once applied, the records can be streamed back at
 	// any moment, and the sender to this peer must already know them.
 	st.echo.add(b.Epoch, b.Records)
-	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records)
+	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records, entries)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
 	if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
