@@ -68,7 +68,8 @@
 //
 // On a version 4 stream the puller then sends a Start frame: where the
 // batches start (its cursor, or a better one another device handed over;
-// see below) and its full marks. A puller with a large backlog first waits,
+// see below) and its full marks (those of Caught frames and of whole
+// batches, see below). A puller with a large backlog first waits,
 // for a bounded time, while another of its streams catches up.
 //
 // Then the sender sends Batch frames: every record whose last change has a

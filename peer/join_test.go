@@ -116,3 +116,78 @@ func BenchmarkJoin(b *testing.B) {
 		}
 	}
 }
+
+// A device that joins right after a burst of writes sends none of them
+// back either. The devices that hold the library have merged the writes,
+// but have not yet said so in a Caught frame (those wait for a quiet
+// second, and come at most every 10 s): what they tell the joining device
+// of their own stores when they start pulling from it must already cover
+// the writes.
+func TestJoinRightAfterWritesSendsNothingBack(t *testing.T) {
+	for _, others := range []int{2, 3} {
+		t.Run(fmt.Sprintf("%d others", others), func(t *testing.T) {
+			const books = 600
+			lib := newLib(t)
+			devs := make([]*device, others)
+			var addrs []ma.Multiaddr
+			for i := range devs {
+				devs[i] = newDevice(t, fmt.Sprintf("D%d", i))
+				devs[i].start(t, lib, addrs, quiet)
+				addrs = append(addrs, devs[i].node.Addrs()...)
+			}
+			poll.Until(t, "the devices to meet", time.Minute, func() bool {
+				for _, d := range devs {
+					for _, o := range devs {
+						if d != o && !mergedAll(d.node, o) {
+							return false
+						}
+					}
+				}
+				return true
+			})
+			w := devs[0]
+			if err := w.store.fill(books); err != nil {
+				t.Fatal(err)
+			}
+			// Each knows it has all of the others' stores from their
+			// batches (relays held back are resolved within deferWindow),
+			// not from Caught frames.
+			poll.Until(t, "every device to have merged every other", time.Minute, func() bool {
+				for _, d := range devs {
+					for _, o := range devs {
+						last, _ := o.store.Watch()
+						if d != o && !d.node.kn.hasAll(DeviceIDOf(o.id), mark{o.store.Epoch(), last}) {
+							return false
+						}
+					}
+				}
+				return true
+			})
+			nd := newDevice(t, "new")
+			nd.start(t, lib, addrs, quiet)
+			stores := []*memStore{nd.store}
+			for _, d := range devs {
+				stores = append(stores, d.store)
+			}
+			poll.Until(t, "the new device to have every book", time.Minute, func() bool {
+				return nd.store.len() == books && converged(stores...)
+			})
+			poll.Until(t, "the others to have merged the new device", time.Minute, func() bool {
+				for _, d := range devs {
+					if !mergedAll(d.node, nd) {
+						return false
+					}
+				}
+				return true
+			})
+			st := nd.node.Stats()
+			t.Logf("joined right after %d writes shared by %d: received %d records, sent %d", books, others, st.RecordsReceived, st.RecordsSent)
+			if limit := uint64(books * 11 / 10); st.RecordsReceived > limit {
+				t.Errorf("received %d records for %d books; the bound is %d", st.RecordsReceived, books, limit)
+			}
+			if st.RecordsSent != 0 {
+				t.Errorf("sent %d records back to devices that had them", st.RecordsSent)
+			}
+		})
+	}
+}

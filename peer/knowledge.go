@@ -142,11 +142,28 @@ func (k *knowledge) cursor(dev crdt.DeviceID) (mark, bool) {
 	return v.mark, ok
 }
 
-// fullMarks returns every full mark but except's, for a Start frame.
+// fullMarks returns every full mark but except's, for a Start frame: those
+// of Caught frames and those of whole batches (fanout.go), the higher of
+// the two for a device. Whole marks say the same (this store includes all
+// of the device's state as of the mark) and are the fresher ones right
+// after writes, when Caught frames wait for a quiet second: a sender that
+// has them skips what this device got from their devices, so a device that
+// joins just after a burst of writes sends none of it back.
 func (k *knowledge) fullMarks(except crdt.DeviceID) []wireMark {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return marksSince(k.full, 0, except)
+	out := marksSince(k.full, 0, except)
+	for i, m := range out {
+		if w, ok := k.whole[crdt.DeviceID(m.Device)]; ok && w.epoch == m.Epoch && w.seq > m.Seq {
+			out[i].Seq = w.seq
+		}
+	}
+	for dev, w := range k.whole {
+		if _, ok := k.full[dev]; !ok && dev != except && len(out) < maxMarks {
+			out = append(out, wireMark{Device: uint64(dev), Epoch: w.epoch, Seq: w.seq})
+		}
+	}
+	return out
 }
 
 // since returns the cursors and full marks that changed after version ver,
