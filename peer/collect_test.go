@@ -69,13 +69,7 @@ func (s *memStore) copyStore() *memStore {
 // collected range), but that proves nothing about a state that had been
 // collected there.
 func TestCollectedDeleteReachesRestoredDevice(t *testing.T) {
-	lib := newLib(t)
-	var devs []*device
-	for _, name := range []string{"A", "B", "C"} {
-		d := newDevice(t, name)
-		d.start(t, lib, nil, quiet)
-		devs = append(devs, d)
-	}
+	lib, devs := startDevices(t, "A", "B", "C")
 	a, b, c := devs[0], devs[1], devs[2]
 	key := bookKey(7)
 	if err := a.store.fill(1); err != nil {

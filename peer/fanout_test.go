@@ -32,6 +32,20 @@ func mesh(t testing.TB, k int) []*device {
 	return devs
 }
 
+// startDevices starts a device of each name in a new library, linked to
+// nothing: the test opens the streams.
+func startDevices(t testing.TB, names ...string) (Library, []*device) {
+	t.Helper()
+	lib := newLib(t)
+	var devs []*device
+	for _, name := range names {
+		d := newDevice(t, name)
+		d.start(t, lib, nil, quiet)
+		devs = append(devs, d)
+	}
+	return lib, devs
+}
+
 // settled reports whether every device's cursor into every other's store is
 // at that store's end: nothing is held back any more, or still on its way.
 func settled(devs []*device) bool {
@@ -104,13 +118,7 @@ func TestHeldRelayStillSent(t *testing.T) {
 		{"direct link silent", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lib := newLib(t)
-			var devs []*device
-			for _, name := range []string{"W", "R", "P"} {
-				d := newDevice(t, name)
-				d.start(t, lib, nil, quiet)
-				devs = append(devs, d)
-			}
+			_, devs := startDevices(t, "W", "R", "P")
 			w, r, p := devs[0], devs[1], devs[2]
 			// P says it pulls from W, but nothing comes from W: only the
 			// relay through R can bring W's write.

@@ -54,10 +54,23 @@ func joinLibrary(t testing.TB, books, others int, opts ...func(*Config)) joined 
 		}
 		return true
 	})
+	return joinNew(t, lib, devs, addrs, books, opts...)
+}
+
+// joinNew starts a new device in lib that dials addrs, the devices devs
+// sharing books books, and returns what it received and sent until every
+// store holds the same records and every device of devs has merged
+// everything the new one has.
+func joinNew(t testing.TB, lib Library, devs []*device, addrs []ma.Multiaddr, books int, opts ...func(*Config)) joined {
+	t.Helper()
 	nd := newDevice(t, "new")
 	nd.start(t, lib, addrs, opts...)
+	stores := []*memStore{nd.store}
+	for _, d := range devs {
+		stores = append(stores, d.store)
+	}
 	poll.Until(t, "the new device to have every book", 5*time.Minute, func() bool {
-		return nd.store.len() == books && converged(append(stores, nd.store)...)
+		return nd.store.len() == books && converged(stores...)
 	})
 	poll.Until(t, "the others to have merged the new device", time.Minute, func() bool {
 		for _, d := range devs {
@@ -163,30 +176,13 @@ func TestJoinRightAfterWritesSendsNothingBack(t *testing.T) {
 				}
 				return true
 			})
-			nd := newDevice(t, "new")
-			nd.start(t, lib, addrs, quiet)
-			stores := []*memStore{nd.store}
-			for _, d := range devs {
-				stores = append(stores, d.store)
+			j := joinNew(t, lib, devs, addrs, books, quiet)
+			t.Logf("joined right after %d writes shared by %d: received %d records, sent %d", books, others, j.received, j.sent)
+			if limit := uint64(books * 11 / 10); j.received > limit {
+				t.Errorf("received %d records for %d books; the bound is %d", j.received, books, limit)
 			}
-			poll.Until(t, "the new device to have every book", time.Minute, func() bool {
-				return nd.store.len() == books && converged(stores...)
-			})
-			poll.Until(t, "the others to have merged the new device", time.Minute, func() bool {
-				for _, d := range devs {
-					if !mergedAll(d.node, nd) {
-						return false
-					}
-				}
-				return true
-			})
-			st := nd.node.Stats()
-			t.Logf("joined right after %d writes shared by %d: received %d records, sent %d", books, others, st.RecordsReceived, st.RecordsSent)
-			if limit := uint64(books * 11 / 10); st.RecordsReceived > limit {
-				t.Errorf("received %d records for %d books; the bound is %d", st.RecordsReceived, books, limit)
-			}
-			if st.RecordsSent != 0 {
-				t.Errorf("sent %d records back to devices that had them", st.RecordsSent)
+			if j.sent != 0 {
+				t.Errorf("sent %d records back to devices that had them", j.sent)
 			}
 		})
 	}
