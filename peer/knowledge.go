@@ -205,7 +205,9 @@ const maxProvenance = 1 << 17
 // missing, and let every device collect it again while it keeps showing
 // the book. So a state that collection may take out (crdt.MayBeCollected)
 // gets no provenance: it is never skipped or held by a mark, only by the
-// echo set of the connection it came on.
+// echo set of the connection it came on. What that costs: in a mesh a
+// delete is relayed as every change was before relays were held back
+// (fanout.go); deletes are rare next to reading positions.
 type provenance struct {
 	mu  sync.Mutex
 	set map[[16]byte]source
