@@ -296,7 +296,16 @@ func stableCoverage(self DeviceID, epoch, last uint64, known Summaries) map[Devi
 // of this device's store, may be collected under st: a deleted book that
 // every current member holds. Nothing else is ever collected.
 func Collectible(e *Entry, seq uint64, st *Stability) bool {
-	return e.Kind == KindBook && !e.Book.Deleted.IsZero() && !e.Book.Visible() && seq <= st.UpTo
+	return MayBeCollected(e) && seq <= st.UpTo
+}
+
+// MayBeCollected reports whether the record state e is one that collection
+// may take out of a store (a deleted book), under some stability. Such a
+// state can also come back byte for byte after it was collected: an old
+// copy of the book merged with its residue is exactly the record that was
+// collected.
+func MayBeCollected(e *Entry) bool {
+	return e.Kind == KindBook && !e.Book.Deleted.IsZero() && !e.Book.Visible()
 }
 
 // Residue returns what a collected book leaves behind: its key, tombstone

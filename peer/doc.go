@@ -45,11 +45,13 @@
 //	1 Hello  {0 version, 1 library id, 2 device id, 3 name, 4 store epoch,
 //	          5 last sequence number, 6 wall clock ms, 7 want epoch,
 //	          8 want seq, 9 from}
-//	2 Batch  {0 epoch, 1 seq, 2 last, 3 [encoded records]}
+//	2 Batch  {0 epoch, 1 seq, 2 last, 3 [encoded records], 4 [gaps], 5 whole}
 //	3 Error  {0 code, 1 min version, 2 version, 3 message}
 //	4 Ack    {0 epoch, 1 seq}  (version 2)
 //	5 Start  {0 epoch, 1 seq, 2 [[device, epoch, seq]]}  (version 4)
 //	6 Caught {0 epoch, 1 seq, 2 [[device, epoch, seq]], 3 [[...]]}  (version 4)
+//	7 Want   {0 n, 1 list, 2 [[index, seq]]}  (version 4)
+//	8 Have   {0 n, 1 [lacking index], 2 list, 3 [[device, epoch, seq]]}  (version 4)
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the
@@ -66,7 +68,8 @@
 //
 // On a version 4 stream the puller then sends a Start frame: where the
 // batches start (its cursor, or a better one another device handed over;
-// see below) and its full marks. A puller with a large backlog first waits,
+// see below) and its full marks (those of Caught frames and of whole
+// batches, see below). A puller with a large backlog first waits,
 // for a bounded time, while another of its streams catches up.
 //
 // Then the sender sends Batch frames: every record whose last change has a
@@ -94,7 +97,8 @@
 // Once everything up to its last sequence number is sent (and at most every
 // second after the first time), a version 4 sender says so in a Caught
 // frame, with those of its cursors into other devices' stores and full
-// marks that changed since its previous one. A cursor is true of whoever has
+// marks that changed since its previous one (but those of devices the
+// puller says it pulls from itself, see below). A cursor is true of whoever has
 // everything its holder had, so the puller starts its own pulls from those
 // devices there: a device that meets several peers at once takes the
 // library from one and only what is newer from the others. A full mark ("I
@@ -103,6 +107,18 @@
 // sent in a batch up to S: a joining device sends nothing back. What this
 // rests on, and why it never skips a record the puller lacks, is in
 // knowledge.go.
+//
+// In a mesh a change would arrive once from its writer and once more from
+// every other peer that merged it. So a version 4 puller tells each sender
+// which devices it pulls from itself (a Have frame with its direct list),
+// and a sender holds back relays of their records until it has something
+// else to send or half a second has passed; then it asks (Want) whether the
+// puller has all of each source's state as of the held records, and sends
+// only what the answer says it lacks. A held record keeps the stream's
+// cursor before it, and a puller whose stream from the source ends says so
+// at once, so holding delays a relay but never loses it (fanout.go). A
+// batch marked whole is what lets the puller answer; a batch that would
+// only move the cursor is put off the same way.
 //
 // A merge that changes local state is a local change with a new sequence
 // number, so changes relay through intermediate devices (A-B-C converges

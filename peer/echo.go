@@ -74,6 +74,28 @@ func (e *echoSet) take(epoch uint64, data []byte) bool {
 	return true
 }
 
+// has reports whether data is a record the peer, whose store is in epoch,
+// sent us, without forgetting it: a pass that holds records back may look
+// at it again (fanout.go). drop forgets what has found once it is sent past.
+func (e *echoSet) has(epoch uint64, data []byte) ([16]byte, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.set) == 0 || e.epoch != epoch {
+		return [16]byte{}, false
+	}
+	k := echoKey(data)
+	_, ok := e.set[k]
+	return k, ok
+}
+
+func (e *echoSet) drop(keys [][16]byte) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, k := range keys {
+		delete(e.set, k)
+	}
+}
+
 func (e *echoSet) reset() {
 	e.mu.Lock()
 	e.epoch, e.set, e.full = 0, nil, false

@@ -56,6 +56,8 @@ type wireFrame struct {
 	// Version 4.
 	Start  *wireStart  `cbor:"5,keyasint,omitempty"`
 	Caught *wireCaught `cbor:"6,keyasint,omitempty"`
+	Want   *wireWant   `cbor:"7,keyasint,omitempty"`
+	Have   *wireHave   `cbor:"8,keyasint,omitempty"`
 }
 
 // wireHello opens a stream in both directions. Key 0 (the version) must keep
@@ -92,6 +94,10 @@ type wireBatch struct {
 	// store, as its gap from the previous record's (the first's from the
 	// stream's cursor): what a record's provenance is (knowledge.go).
 	Gaps []uint64 `cbor:"4,keyasint,omitempty"`
+	// Whole (version 4) says that the batch ends a pass that was not cut
+	// short, with nothing newer in the sender's store: the receiver now
+	// includes all of the sender's state as of Seq (fanout.go).
+	Whole bool `cbor:"5,keyasint,omitempty"`
 }
 
 // wireAck is sent by the puller, on streams of protocol version 2 and
@@ -123,6 +129,33 @@ type wireCaught struct {
 	Seq     uint64     `cbor:"1,keyasint,omitempty"`
 	Cursors []wireMark `cbor:"2,keyasint,omitempty"`
 	Full    []wireMark `cbor:"3,keyasint,omitempty"`
+}
+
+// wireWant (version 4) is a sender's question before it relays records
+// that came from devices the puller pulls from itself (fanout.go): has the
+// puller all of each listed device's state as of the given sequence number?
+// Items index the puller's direct list of version List.
+type wireWant struct {
+	N     uint64         `cbor:"0,keyasint"`
+	List  uint64         `cbor:"1,keyasint"`
+	Items []wireWantItem `cbor:"2,keyasint,omitempty"`
+}
+
+type wireWantItem struct {
+	_     struct{} `cbor:",toarray"`
+	Index uint64
+	Seq   uint64
+}
+
+// wireHave (version 4) is sent by a puller: either the answer to Want N,
+// the indices of its items the puller lacks (Lacks), or (N 0) its direct
+// list of version List: the devices it pulls from itself, with the epoch
+// of each one's store (Seq unused).
+type wireHave struct {
+	N      uint64     `cbor:"0,keyasint,omitempty"`
+	Lacks  []uint64   `cbor:"1,keyasint,omitempty"`
+	List   uint64     `cbor:"2,keyasint,omitempty"`
+	Direct []wireMark `cbor:"3,keyasint,omitempty"`
 }
 
 // wireMark is a position in one device's change sequence.
@@ -253,7 +286,7 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("decode frame: %w", err)
 	}
 	n := 0
-	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil} {
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Want != nil, f.Have != nil} {
 		if set {
 			n++
 		}

@@ -63,6 +63,9 @@ type knowledge struct {
 	ver  uint64
 	weak map[crdt.DeviceID]versioned
 	full map[crdt.DeviceID]versioned
+	// whole holds full marks learned from whole batches (fanout.go): not
+	// versioned, as Caught frames do not carry them.
+	whole map[crdt.DeviceID]mark
 }
 
 type versioned struct {
@@ -104,6 +107,33 @@ func (k *knowledge) noteFull(dev crdt.DeviceID, m mark) {
 	k.raise(&k.full, dev, m)
 }
 
+// noteWhole records that this store includes dev's whole state at m,
+// learned from a whole batch of dev's.
+func (k *knowledge) noteWhole(dev crdt.DeviceID, m mark) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if old, ok := k.whole[dev]; ok && old.epoch == m.epoch && old.seq >= m.seq {
+		return
+	}
+	if k.whole == nil {
+		k.whole = make(map[crdt.DeviceID]mark)
+	}
+	if _, ok := k.whole[dev]; ok || len(k.whole) < maxMarks {
+		k.whole[dev] = m
+	}
+}
+
+// hasAll reports whether this store is known to include dev's whole state
+// at m.
+func (k *knowledge) hasAll(dev crdt.DeviceID, m mark) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	covers := func(have mark, ok bool) bool { return ok && have.epoch == m.epoch && have.seq >= m.seq }
+	w, ok := k.whole[dev]
+	f, fok := k.full[dev]
+	return covers(w, ok) || covers(f.mark, fok)
+}
+
 // cursor returns the cursor known for dev, if any.
 func (k *knowledge) cursor(dev crdt.DeviceID) (mark, bool) {
 	k.mu.Lock()
@@ -112,11 +142,28 @@ func (k *knowledge) cursor(dev crdt.DeviceID) (mark, bool) {
 	return v.mark, ok
 }
 
-// fullMarks returns every full mark but except's, for a Start frame.
+// fullMarks returns every full mark but except's, for a Start frame: those
+// of Caught frames and those of whole batches (fanout.go), the higher of
+// the two for a device. Whole marks say the same (this store includes all
+// of the device's state as of the mark) and are the fresher ones right
+// after writes, when Caught frames wait for a quiet second: a sender that
+// has them skips what this device got from their devices, so a device that
+// joins just after a burst of writes sends none of it back.
 func (k *knowledge) fullMarks(except crdt.DeviceID) []wireMark {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return marksSince(k.full, 0, except)
+	out := marksSince(k.full, 0, except)
+	for i, m := range out {
+		if w, ok := k.whole[crdt.DeviceID(m.Device)]; ok && w.epoch == m.Epoch && w.seq > m.Seq {
+			out[i].Seq = w.seq
+		}
+	}
+	for dev, w := range k.whole {
+		if _, ok := k.full[dev]; !ok && dev != except && len(out) < maxMarks {
+			out = append(out, wireMark{Device: uint64(dev), Epoch: w.epoch, Seq: w.seq})
+		}
+	}
+	return out
 }
 
 // since returns the cursors and full marks that changed after version ver,
@@ -145,6 +192,22 @@ const maxProvenance = 1 << 17
 // record's own on a version 4 stream, else the end of its batch): a sender
 // skips the record for a puller whose full mark of that device covers it.
 // Bounded: when full it is forgotten, which only costs records sent again.
+//
+// Marks are statements about stores that only grow, and tombstone
+// collection is the one way a store shrinks: it takes deleted books out.
+// A device restored from an old copy that pulls from D after D collected
+// gets nothing for the collected part of D's sequence, and still ends with
+// a full mark of D past it. And a collected state comes back byte for byte
+// (a device merges the restored device's old copy of the book with the
+// residue it kept: that is the record it collected), here under the
+// provenance of D's sequence number from before the collection. Skipping
+// it by that mark would credit the restored device with the delete it is
+// missing, and let every device collect it again while it keeps showing
+// the book. So a state that collection may take out (crdt.MayBeCollected)
+// gets no provenance: it is never skipped or held by a mark, only by the
+// echo set of the connection it came on. What that costs: in a mesh a
+// delete is relayed as every change was before relays were held back
+// (fanout.go); deletes are rare next to reading positions.
 type provenance struct {
 	mu  sync.Mutex
 	set map[[16]byte]source
@@ -156,15 +219,20 @@ type source struct {
 }
 
 // add remembers that dev sent records from its store of epoch, record i
-// being its state at dev's sequence number seq(i) (or earlier). The first
-// source of a state is kept: any one proves it.
-func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte) {
+// (decoded as entries[i]) being its state at dev's sequence number seq(i)
+// (or earlier). The first source of a state is kept: any one proves it. A
+// state that collection may take out of a store is not remembered (see
+// provenance).
+func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte, entries []crdt.Entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.set == nil {
 		p.set = make(map[[16]byte]source, len(records))
 	}
 	for i, r := range records {
+		if crdt.MayBeCollected(&entries[i]) {
+			continue
+		}
 		if len(p.set) >= maxProvenance {
 			p.set = make(map[[16]byte]source)
 		}
@@ -173,6 +241,14 @@ func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64
 			p.set[k] = source{dev, mark{epoch, seq(i)}}
 		}
 	}
+}
+
+// source returns where the record state data came from, if known.
+func (p *provenance) source(data []byte) (source, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	src, ok := p.set[echoKey(data)]
+	return src, ok
 }
 
 // coveredBy reports whether a puller whose full marks are have (by device)

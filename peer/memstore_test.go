@@ -25,6 +25,8 @@ type memStore struct {
 	changed chan struct{}
 	cursors map[crdt.DeviceID][2]uint64
 	applied int // ApplyRemote calls
+	// residues: what collect left of a book, by record id (collect_test.go).
+	residues map[string]crdt.Entry
 }
 
 type memRec struct {
@@ -126,7 +128,20 @@ func (s *memStore) write(e crdt.Entry) error {
 func (s *memStore) merge(e crdt.Entry) (bool, error) {
 	id := string(e.AppendID(nil))
 	rec := s.recs[id]
-	if rec == nil {
+	if res, ok := s.residues[id]; ok && rec == nil {
+		// As the store does: a collected book comes back as its residue
+		// merged with what arrived, unless that is an old copy of the
+		// delete.
+		if crdt.Absorbs(&res.Book, &e.Book) {
+			return false, nil
+		}
+		delete(s.residues, id)
+		rec = &memRec{e: res}
+		s.recs[id] = rec
+		if _, err := rec.e.Merge(&e); err != nil {
+			return false, err
+		}
+	} else if rec == nil {
 		rec = &memRec{e: e.Clone()}
 		s.recs[id] = rec
 	} else if changed, err := rec.e.Merge(&e); err != nil || !changed {

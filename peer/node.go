@@ -125,6 +125,7 @@ type Node struct {
 	// records came from where, and the catch-up gate (knowledge.go).
 	kn   knowledge
 	prov provenance
+	dir  directSet // the devices this device pulls from itself (fanout.go)
 	gate catchUpGate
 }
 

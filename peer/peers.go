@@ -46,6 +46,7 @@ type peerState struct {
 	pullDone    chan struct{}      // closed when the previous pull loop returned
 	announced   bool               // PeerConnected was emitted for this connection
 	serving     int                // sync streams we are sending on to it
+	fanout      *fanout            // what it said on its latest pull stream of devices it pulls from (fanout.go)
 	lastSeen    time.Time
 	lostAt      time.Time // when the last connection to a member ended
 	lastErr     string

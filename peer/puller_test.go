@@ -114,8 +114,17 @@ func TestPullerOverPipe(t *testing.T) {
 					// cursor, 0 here.
 					theirs.SetReadDeadline(time.Now().Add(5 * time.Second))
 					if body, err := fr.next(); err == nil {
-						if f, err := decodeFrame(body); err != nil || (f.Error == nil && (f.Start == nil || f.Start.Epoch != sf.Hello.Epoch || f.Start.Seq != 0)) {
+						f, err := decodeFrame(body)
+						if err != nil || (f.Error == nil && (f.Start == nil || f.Start.Epoch != sf.Hello.Epoch || f.Start.Seq != 0)) {
 							t.Errorf("after the hellos the puller sent %+v, %v; want a Start from 0", f, err)
+						}
+						// Then the devices it pulls from itself (fanout.go).
+						if err == nil && f.Start != nil {
+							if body, err := fr.next(); err == nil {
+								if f, err := decodeFrame(body); err != nil || f.Have == nil || f.Have.N != 0 {
+									t.Errorf("after its Start the puller sent %+v, %v; want its direct list", f, err)
+								}
+							}
 						}
 					}
 				}

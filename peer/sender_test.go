@@ -112,7 +112,11 @@ func TestSenderOverPipe(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	n.prov.add(other, 3, func(int) uint64 { return 10 }, data)
+	entries, err := decodeRecords(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.prov.add(other, 3, func(int) uint64 { return 10 }, data, entries)
 	for _, tc := range []struct {
 		have mark
 		want int

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -110,7 +111,10 @@ type puller struct {
 	version uint64
 
 	fr       *frameReader
+	mu       sync.Mutex // serialises writes: acks and answers, and direct lists (fanout.go)
 	out      bytes.Buffer
+	dirList  []wireMark // the direct list last sent, and its version
+	dirVer   uint64
 	theirs   hello             // the sender's hello
 	cursor   uint64            // the sender's last sequence merged here
 	graceful bool              // an Error frame was sent: close, do not reset
@@ -121,6 +125,16 @@ type puller struct {
 func (p *puller) run(ctx context.Context) error {
 	if err := p.handshake(ctx); err != nil {
 		return err
+	}
+	if p.version >= 4 {
+		// Senders hold back relays of what this device pulls from their
+		// source directly (fanout.go).
+		defer p.n.dir.add(p.st.device, p.theirs.Epoch)()
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go func() { defer close(done); p.announceDirect(ctx) }()
 	}
 	for {
 		if err := p.receive(ctx); err != nil {
@@ -299,6 +313,9 @@ func (p *puller) receive(ctx context.Context) error {
 	if f.Caught != nil {
 		return p.caught(f.Caught)
 	}
+	if f.Want != nil {
+		return p.answer(f.Want)
+	}
 	b, err := p.batch(f)
 	if err != nil {
 		return err
@@ -310,13 +327,16 @@ func (p *puller) receive(ctx context.Context) error {
 	// Before the merge: once applied, the records can be streamed back at
 	// any moment, and the sender to this peer must already know them.
 	st.echo.add(b.Epoch, b.Records)
-	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records)
+	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records, entries)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
 	if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	p.cursor = b.Seq
 	n.kn.noteCursor(st.device, mark{b.Epoch, b.Seq})
+	if b.Whole {
+		n.kn.noteWhole(st.device, mark{b.Epoch, b.Seq})
+	}
 	n.mu.Lock()
 	st.merged, st.remoteLast, st.lastSeen = p.cursor, max(b.Last, p.cursor), n.now()
 	st.recordsIn += uint64(len(entries))
@@ -346,7 +366,7 @@ func (p *puller) batch(f *wireFrame) (*wireBatch, error) {
 		return nil, protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, p.theirs.Epoch)
 	case b.Seq <= p.cursor:
 		return nil, protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, p.cursor)
-	case p.version < 4 && len(b.Gaps) > 0:
+	case p.version < 4 && (len(b.Gaps) > 0 || b.Whole):
 		return nil, protoErrorf("record sequence numbers on a version %d stream", p.version)
 	case p.version >= 4 && len(b.Gaps) != len(b.Records):
 		return nil, protoErrorf("%d record sequence numbers for %d records", len(b.Gaps), len(b.Records))
@@ -379,6 +399,12 @@ func (p *puller) recordSeqs(b *wireBatch) func(i int) uint64 {
 
 // send writes one frame.
 func (p *puller) send(f *wireFrame) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sendLocked(f)
+}
+
+func (p *puller) sendLocked(f *wireFrame) error {
 	p.out.Reset()
 	if err := appendFrame(&p.out, f); err != nil {
 		return err

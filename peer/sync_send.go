@@ -157,27 +157,38 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 	st.theyPull, st.acked = true, cursor
 	n.progressedLocked()
 	n.mu.Unlock()
-	acks := newStreamAcks(epoch, version >= 2, cursor)
+	acks := newStreamAcks(epoch, version, cursor)
 	// The puller sends nothing more but acks, an Error frame or the end of
 	// the stream; the last two end this side too.
-	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks) }) {
+	fo := newFanout()
+	n.mu.Lock()
+	st.fanout = fo
+	n.mu.Unlock()
+	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks, fo) }) {
 		return false, nil
 	}
-	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have, acks: acks, version: version}
+	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have, acks: acks, version: version, fo: fo}
 	var caught caughtState
 	for {
 		last, changed := n.store.Watch()
 		if n.store.Epoch() != epoch {
 			return false, errEpochChanged
 		}
-		if last > cursor {
+		if last > cursor && !(snd.held && snd.heldLast == last) {
 			if cursor, err = snd.catchUp(ctx, cursor, last); err != nil {
 				return false, err
 			}
+			snd.heldLast = last
 			continue
 		}
+		if !snd.held {
+			snd.pushing = true // caught up: what follows is pushed
+		}
 		var later <-chan time.Time
-		if version >= 4 {
+		switch {
+		case snd.held:
+			later = time.After(time.Until(snd.heldAt.Add(deferWindow)))
+		case version >= 4:
 			if later, err = snd.sayCaught(&caught, cursor); err != nil {
 				return false, err
 			}
@@ -185,6 +196,9 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 		select {
 		case <-changed:
 		case <-later:
+			snd.held = false
+		case <-fo.wake:
+			snd.held = false
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
@@ -251,6 +265,9 @@ func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, e
 	// true of us before the moment our last sequence number is seen to be
 	// cursor, and so of the puller, which has everything up to there.
 	weak, full, ver := n.kn.since(c.ver, snd.st.device)
+	// Of a device the puller pulls from itself it has its own cursor and
+	// full marks, as good as ours: in a mesh, that is every device.
+	weak, full = snd.fo.indirect(weak), snd.fo.indirect(full)
 	if c.sent && c.seq == cursor && len(weak) == 0 && len(full) == 0 {
 		c.ver = ver
 		return nil, nil
@@ -280,7 +297,7 @@ func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, e
 	return nil, nil
 }
 
-func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *frameReader, st *peerState, acks *streamAcks) {
+func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *frameReader, st *peerState, acks *streamAcks, fo *fanout) {
 	defer cancel()
 	for {
 		body, err := fr.next()
@@ -295,6 +312,11 @@ func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *f
 		case err == nil && f.Ack != nil:
 			if err := n.acked(st, acks, f.Ack); err != nil {
 				n.log.Warn("peer sent a bad ack on its sync stream", "peer", st.id, "err", err)
+				return
+			}
+		case err == nil && f.Have != nil && acks.version >= 4:
+			if err := fo.have(f.Have); err != nil {
+				n.log.Warn("peer sent a bad have frame on its sync stream", "peer", st.id, "err", err)
 				return
 			}
 		default:
@@ -318,6 +340,7 @@ const maxUnacked = 4
 type streamAcks struct {
 	epoch   uint64 // of our store
 	enabled bool   // the stream's version has acks
+	version uint64 // the stream's
 	sent    atomic.Uint64
 	acked   uint64 // only watchPuller touches it
 
@@ -326,8 +349,8 @@ type streamAcks struct {
 	room    chan struct{} // signalled when an ack makes room
 }
 
-func newStreamAcks(epoch uint64, enabled bool, cursor uint64) *streamAcks {
-	sa := &streamAcks{epoch: epoch, enabled: enabled, acked: cursor, room: make(chan struct{}, 1)}
+func newStreamAcks(epoch, version, cursor uint64) *streamAcks {
+	sa := &streamAcks{epoch: epoch, enabled: version >= 2, version: version, acked: cursor, room: make(chan struct{}, 1)}
 	sa.sent.Store(cursor)
 	return sa
 }
@@ -413,73 +436,75 @@ type sender struct {
 	version   uint64 // of the stream
 	out       bytes.Buffer
 	lastBatch time.Time // when the last batch was sent
+	fo        *fanout   // what the puller pulls from itself (fanout.go)
+	held      bool      // the last catchUp held records (or a cursor advance) back
+	heldLast  uint64    // the store's last sequence number it saw then
+	heldAt    time.Time // since when something is held back
+	pushing   bool      // the first catch-up is done
 }
 
 // catchUp sends everything after cursor, up to at least last (the store's
 // last sequence number before the caller looked), and returns the new
-// cursor.
+// cursor. On a version 4 stream with a small backlog it may hold records
+// back (fanout.go): it then returns a cursor before them, with snd.held set.
 func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, error) {
+	snd.held = false
+	// A stream's first catch-up holds nothing back: after a partition heals
+	// the puller's streams from the others may still be on connections
+	// that died, and it waits for this catch-up before it starts the rest.
+	hold := snd.version >= 4 && snd.pushing && last-cursor <= deferBacklog
 	for {
 		// Wait before reading the store, so that nothing is read ahead of
 		// what the puller can take either.
 		if err := snd.acks.waitRoom(ctx, func() { snd.n.stats.sendWaits.Add(1) }); err != nil {
 			return cursor, err
 		}
-		var (
-			records [][]byte
-			arena   []byte
-			size    int
-			visited int
-			seq     = cursor
-			full    bool
-			skipped uint64
-			gaps    []uint64 // version 4: each record's sequence number, as the gap from the one before
-			prev    = cursor
-		)
-		err := snd.n.store.Since(ctx, cursor, maxBatchRecords, func(s uint64, data []byte) error {
-			if size+len(data) > maxBatchBytes && len(records) > 0 {
-				full = true
-				return errBatchFull
-			}
-			visited++
-			seq = s
-			if snd.echo.take(snd.peerEpoch, data) || snd.n.prov.coveredBy(snd.have, data) {
-				skipped++
-				return nil
-			}
-			if !knowsKind(snd.version, crdt.KindOfEncoded(data)) {
-				return nil // the puller's version would refuse it
-			}
-			// data is only valid during the call: copy it into chunks that
-			// never move once written, small for the one-record pushes that
-			// are most batches, growing for a catch-up.
-			if cap(arena)-len(arena) < len(data) {
-				arena = make([]byte, 0, max(min(2*cap(arena), 64<<10), 1<<10, len(data)))
-			}
-			arena = append(arena, data...)
-			records = append(records, arena[len(arena)-len(data):len(arena):len(arena)])
-			size += len(data)
-			if snd.version >= 4 {
-				gaps = append(gaps, s-prev)
-				prev = s
-			}
-			return nil
-		})
-		if err != nil && !errors.Is(err, errBatchFull) {
-			return cursor, fmt.Errorf("read changes: %w", err)
+		p, err := snd.pass(ctx, cursor, hold)
+		if err != nil {
+			return cursor, err
 		}
-		if visited == maxBatchRecords {
-			full = true
-		}
-		if !full && seq < last {
+		seq := p.seq
+		if p.heldFrom != 0 {
+			if snd.heldAt.IsZero() {
+				snd.heldAt = time.Now()
+			}
+			if p.later || p.full || time.Since(snd.heldAt) >= deferWindow {
+				// Ask before sending past a held record; then send what the
+				// puller lacks.
+				if err := snd.ask(ctx, p.held); err != nil {
+					return cursor, err
+				}
+				hold = false
+				continue
+			}
+			seq = p.heldFrom - 1
+		} else if !p.full && seq < last {
 			// A pass that was not cut short has seen everything up to last:
 			// move the cursor there even if the records there were
 			// superseded (or the store numbers changes it does not list).
 			seq = last
 		}
-		if seq > cursor {
+		held := p.heldFrom != 0
+		if hold && !held && !p.full && len(p.records) == 0 && seq > cursor {
+			// Only a cursor to move: it can wait for the next record, or
+			// for deferWindow.
+			if snd.heldAt.IsZero() {
+				snd.heldAt = time.Now()
+			}
+			if time.Since(snd.heldAt) < deferWindow {
+				snd.held = true
+				return cursor, nil
+			}
+		}
+		if seq > cursor && !(held && len(p.records) == 0) {
+			// Whole: the puller will have all of our state as of seq.
+			whole := snd.version >= 4 && !p.full && !held && !p.dropped
+			if whole {
+				now, _ := snd.n.store.Watch()
+				whole = now == seq && snd.n.store.Epoch() == snd.epoch
+			}
 			snd.out.Reset()
-			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: records, Gaps: gaps}}
+			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: p.records, Gaps: p.gaps, Whole: whole}}
 			if err := appendFrame(&snd.out, f); err != nil {
 				return cursor, err
 			}
@@ -490,14 +515,20 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 				return cursor, fmt.Errorf("send batch: %w", err)
 			}
 			snd.lastBatch = time.Now()
-			snd.n.stats.recordsSent.Add(uint64(len(records)))
-			snd.n.stats.echoesSkipped.Add(skipped)
+			snd.n.stats.recordsSent.Add(uint64(len(p.records)))
+			snd.n.stats.echoesSkipped.Add(p.skipped)
+			snd.echo.drop(p.echoes)
 			cursor = seq
 			snd.n.mu.Lock()
-			snd.st.recordsOut += uint64(len(records))
+			snd.st.recordsOut += uint64(len(p.records))
 			snd.n.mu.Unlock()
 		}
-		if !full {
+		if held {
+			snd.held = true
+			return cursor, nil
+		}
+		if !p.full {
+			snd.heldAt, snd.pushing = time.Time{}, true
 			if snd.out.Cap() > 64<<10 {
 				snd.out = bytes.Buffer{} // an idle push stream keeps a small buffer
 			}
