@@ -123,11 +123,12 @@
 //
 // testnet/cmd/flood measures it: a member offering a million records, the
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
-// 2-core Linux machine the peak is about 105-110 MB (206-246 MB before the
+// 2-core Linux machine the peak is 106-114 MB (206-246 MB before the
 // snapshot reads, the trimmer without a listing and the daemon's process
-// settings; 435 MB before the trimmer): 40-50 MB of Go heap, 28-35 MB of
-// table pages and 25 MB of the program's own text; the flood goes at
-// 10-15k records a second instead of 21-23k.
+// settings; 435 MB before the trimmer): 42-44 MB of Go heap, 29-41 MB of
+// table pages and 26 MB of the program's own text; GETs take 35-41 ms at
+// the 99th percentile (55-82 ms before), and the flood goes at 10-15k
+// records a second instead of 21-30k.
 //
 // While open, badger keeps timers (a 2-second allocator pool ticker, two
 // 1-minute tickers and the compactors' 50 ms tickers) that no option

@@ -32,9 +32,9 @@ const daemonMemoryLimit = 48 << 20
 // run queue behind them, 10 ms a time slice: on 2 cores single-book GETs
 // during a flood took 51-67 ms at the 99th percentile. With more Ps than
 // cores the kernel time-slices the threads instead, in much shorter
-// slices: the same GETs took 27-35 ms with 4 or 8 Ps. 8 Ps let more
-// compaction goroutines run at once, which raised the flood's peak RSS by
-// about 10 MB over 4. It costs nothing while idle (an idle P's thread
+// slices: the same GETs took 34-41 ms with 4 Ps and 27-35 ms with 8. 8
+// Ps let more compaction goroutines run at once, which raised the flood's
+// peak RSS by about 10 MB over 4. It costs nothing while idle (an idle P's thread
 // sleeps).
 const minProcs = 4
 
