@@ -179,6 +179,7 @@ func (g *group) commit() {
 	}
 	g.written = append(g.written, g.inTxn...)
 	g.inTxn = nil
+	g.s.snaps.publish(g.db)
 }
 
 // fail fails every batch the group has applied: a commit or sync error

@@ -96,30 +96,39 @@
 // level 5 times the one above), so that no compaction touches more than a
 // few tens of MB however large the store, and none rewrites the whole tree.
 //
-// What a flood of writes costs is bounded three ways:
+// What a flood of writes costs is bounded four ways:
 //
 //   - Mapped tables. badger reads and writes its tables through memory
 //     maps, so every page it touched would stay in the resident set: after
 //     a million records, the whole 270 MB database. While the database is
-//     open, a trimmer (mapped.go) drops the resident pages of the tables
-//     every 100 ms when they have grown by 4 MB: the pages stay in the page
-//     cache, the next read is a minor fault. On Linux and Android only;
+//     open, a trimmer (mapped.go) pages out the tables' resident pages
+//     every 100 ms when they have grown by 4 MB, without listing the tables
+//     (a listing reads every table's index through its map, which put about
+//     40 MB back at a million records). On Linux and Android only;
 //     elsewhere the OS has no list of a process's mappings to find them.
 //   - Stalls. Every badger read waits for every commit that has taken its
 //     timestamp, so a commit that badger stalls (level 0 full) stalls every
 //     read. The writer instead waits before it commits while level 0 is
 //     twice its compaction threshold (Store.acquireWrite), which slows the
 //     sync stream, and through its acknowledgements the sender, to what
-//     compaction sustains, and leaves reads alone.
+//     compaction sustains.
+//   - Reads. Reads share a read transaction the writer opens right after
+//     each commit (snapshot.go), so a GET waits for no commit in progress.
 //   - Memory. Table builders take a buffer of twice the table size each,
-//     hence the small tables.
+//     hence the small tables. The rest of the heap's peak is garbage (each
+//     table a compaction writes allocates a 3 MB index buffer), which the
+//     Go collector lets grow to the live heap again unless the process sets
+//     a memory limit; the daemon's command does (cmd/danyue, 48 MiB), an
+//     embedding app chooses its own.
 //
 // testnet/cmd/flood measures it: a member offering a million records, the
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
-// 2-core Linux machine the peak is about 210 MB (before this strategy 435
-// MB): 60-90 MB of Go heap (badger's memtables and table builders, and the
-// garbage the collector lets grow to twice the live heap), up to 50 MB of
-// table pages between two trims and 24 MB of the program's own text.
+// 2-core Linux machine the peak is 106-114 MB (206-246 MB before the
+// snapshot reads, the trimmer without a listing and the daemon's process
+// settings; 435 MB before the trimmer): 42-44 MB of Go heap, 29-41 MB of
+// table pages and 26 MB of the program's own text; GETs take 35-41 ms at
+// the 99th percentile (55-82 ms before), and the flood goes at 10-15k
+// records a second instead of 21-30k.
 //
 // While open, badger keeps timers (a 2-second allocator pool ticker, two
 // 1-minute tickers and the compactors' 50 ms tickers) that no option

@@ -120,6 +120,7 @@ func (s *Store) closeIdle() {
 	start := time.Now()
 	db := s.db
 	s.db = nil
+	s.snaps.drop()
 	s.trim.halt() // it does not take mu
 	s.trim = nil
 	err := db.Close()

@@ -35,12 +35,13 @@ func mappedFileBytes() (int64, bool) {
 // the tables in dir. For the tables pinned says true of, which the caller
 // guarantees stay mapped meanwhile, that is MADV_DONTNEED, which on a
 // shared file mapping leaves the pages in the page cache (the next access
-// maps them again). Any other table (one a compaction is writing) may be
+// maps them again). Any other table (every table if pinned is nil) may be
 // unmapped and its range reused by other memory before the advice lands,
 // so it gets MADV_PAGEOUT, which never discards anything: it writes the
 // pages back if need be and lets the kernel reclaim them, at the cost of a
-// read from disk when a compaction reads the table again. Kernels before
-// 5.4 do not know it (EINVAL): those tables stay resident until pinned.
+// read from disk when the table is read again. Kernels before 5.4 do not
+// know it (EINVAL): with pinned nil that is errNoPageout, otherwise those
+// tables stay resident until pinned.
 func dropTablePages(dir string, pinned func(id uint64) bool) error {
 	data, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
@@ -58,11 +59,17 @@ func dropTablePages(dir string, pinned func(id uint64) bool) error {
 			continue
 		}
 		advice := unix.MADV_PAGEOUT
-		if pinned(id) {
+		if pinned != nil && pinned(id) {
 			advice = unix.MADV_DONTNEED
 		}
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice))
-		if errno != 0 && !(errno == unix.EINVAL && advice == unix.MADV_PAGEOUT) {
+		switch {
+		case errno == 0:
+		case errno == unix.EINVAL && advice == unix.MADV_PAGEOUT:
+			if pinned == nil {
+				return errNoPageout
+			}
+		default:
 			return errno
 		}
 	}

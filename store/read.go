@@ -9,7 +9,9 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-// view runs fn in a read-only transaction on the open database.
+// view runs fn in a read-only transaction on the open database: the
+// writer's latest snapshot if there is one (snapshot.go), so that the read
+// does not wait for a commit in progress.
 func (s *Store) view(ctx context.Context, fn func(*badger.Txn) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -20,6 +22,10 @@ func (s *Store) view(ctx context.Context, fn func(*badger.Txn) error) (err error
 	}
 	defer s.release()
 	defer recoverCorrupt(s.dir, &err)
+	if sn := s.snaps.take(db); sn != nil {
+		defer s.snaps.put(sn)
+		return fn(sn.txn)
+	}
 	return db.View(fn)
 }
 

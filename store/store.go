@@ -58,6 +58,7 @@ type Store struct {
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	trim       *trimmer            // while db is open (mapped.go)
 	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
+	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
 
 	// The write queue and the writer goroutine (commit.go).
 	qmu        sync.Mutex
@@ -245,6 +246,7 @@ func (s *Store) Close() error {
 	}
 	db := s.db
 	s.db = nil
+	s.snaps.drop()
 	s.trim.halt()
 	s.trim = nil
 	s.mu.Unlock()

@@ -88,6 +88,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.ClockOffset, cfg.Logger = offset, logger
 	cfg.Kosync, cfg.KosyncRegistration, cfg.KosyncPrefix = *kosyncAddr, *kosyncReg, *kosyncPrefix
 	cfg.PairListen = *pairListen
+	defer setDaemonProcess(e)()
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
 		return err

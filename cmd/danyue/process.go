@@ -1,0 +1,59 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+)
+
+// Process-wide settings of the Go runtime that the daemon chooses because
+// it owns its process; a program embedding the daemon package (an app on
+// a phone) chooses its own. The environment (GOMEMLIMIT, GOMAXPROCS)
+// overrides each.
+
+// daemonMemoryLimit is the soft limit on the Go runtime's memory that the
+// daemon runs under (runtime/debug.SetMemoryLimit). The Go collector
+// otherwise lets the heap grow to twice what is live before it collects,
+// and during a burst of writes (a flood from a member, a device joining a
+// large library) most of what badger allocates is short-lived: table
+// builders, a 3 MB index buffer for every table a compaction writes,
+// memtable arenas. With the limit the collector runs as the heap nears it
+// instead, so the process's anonymous memory stays near the limit rather
+// than near twice the peak of the live heap: at the peak of a flood of a
+// million records about 50 MB instead of 95-130 MB. It is soft: when more
+// is live the runtime lets the heap grow (and caps the collector at half
+// the CPU), so a burst slows down rather than fails. Lower limits buy
+// little: at 32 MiB a device joining 100,000 books peaks at 65 MB instead
+// of 80 and takes twice as long. GOMEMLIMIT=off removes it.
+const daemonMemoryLimit = 48 << 20
+
+// minProcs is the fewest Ps (GOMAXPROCS) the daemon runs with. During a
+// burst, compactions and the collector keep a dozen goroutines runnable,
+// and with one P per core a request that becomes runnable waits in Go's
+// run queue behind them, 10 ms a time slice: on 2 cores single-book GETs
+// during a flood took 51-67 ms at the 99th percentile. With more Ps than
+// cores the kernel time-slices the threads instead, in much shorter
+// slices: the same GETs took 34-41 ms with 4 Ps and 27-35 ms with 8. 8
+// Ps let more compaction goroutines run at once, which raised the flood's
+// peak RSS by about 10 MB over 4. It costs nothing while idle (an idle P's thread
+// sleeps).
+const minProcs = 4
+
+// setDaemonProcess applies daemonMemoryLimit and minProcs where the
+// environment does not set them, and returns a function that restores
+// what was there before.
+func setDaemonProcess(e *env) (restore func()) {
+	var undo []func()
+	if e.getenv("GOMEMLIMIT") == "" {
+		prev := debug.SetMemoryLimit(daemonMemoryLimit)
+		undo = append(undo, func() { debug.SetMemoryLimit(prev) })
+	}
+	if e.getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < minProcs {
+		prev := runtime.GOMAXPROCS(minProcs)
+		undo = append(undo, func() { runtime.GOMAXPROCS(prev) })
+	}
+	return func() {
+		for _, f := range undo {
+			f()
+		}
+	}
+}

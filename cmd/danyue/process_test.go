@@ -1,0 +1,43 @@
+package main
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestDaemonProcessSettings(t *testing.T) {
+	limit := func() int64 { return debug.SetMemoryLimit(-1) } // -1 reads it
+	procs := func() int { return runtime.GOMAXPROCS(0) }      // 0 reads it
+	limitBefore, procsBefore := limit(), procs()
+	tests := []struct {
+		name       string
+		env        map[string]string
+		wantLimit  int64
+		wantProcsN int
+	}{
+		{"default", nil, daemonMemoryLimit, max(procsBefore, minProcs)},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, limitBefore, max(procsBefore, minProcs)},
+		{"GOMEMLIMIT off", map[string]string{"GOMEMLIMIT": "off"}, limitBefore, max(procsBefore, minProcs)},
+		{"GOMAXPROCS set", map[string]string{"GOMAXPROCS": "1"}, daemonMemoryLimit, procsBefore},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &env{getenv: func(k string) string { return tt.env[k] }}
+			restore := setDaemonProcess(e)
+			if got := limit(); got != tt.wantLimit {
+				t.Errorf("memory limit while the daemon runs: %d, want %d", got, tt.wantLimit)
+			}
+			if got := procs(); got != tt.wantProcsN {
+				t.Errorf("GOMAXPROCS while the daemon runs: %d, want %d", got, tt.wantProcsN)
+			}
+			restore()
+			if got := limit(); got != limitBefore {
+				t.Errorf("memory limit after the daemon: %d, want %d as before", got, limitBefore)
+			}
+			if got := procs(); got != procsBefore {
+				t.Errorf("GOMAXPROCS after the daemon: %d, want %d as before", got, procsBefore)
+			}
+		})
+	}
+}
