@@ -20,7 +20,7 @@ func TestMeshBytesBreakdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a mesh of many devices")
 	}
-	const k, writes = 12, 48
+	const k, writes = 20, 60
 	devs := mesh(t, k)
 	// Settled, and every stream started: its hellos, Start frame, first
 	// direct list and first Caught frame are not a change's.
