@@ -12,16 +12,23 @@ import (
 // frameNames names the wireFrame keys, for the breakdown below.
 var frameNames = [frameKinds]string{0: "other", 1: "hello", 2: "batch", 3: "error", 4: "ack", 5: "start", 6: "caught", 7: "want", 8: "have"}
 
-// TestMeshBytesBreakdown writes in turn on every device of a full mesh,
-// each write reaching all others before the next, and logs where the sync
-// bytes of a change go, by frame kind. It checks only that the relays stay
+// TestMeshBytesBreakdown writes in turn on every device of a full mesh of
+// 20 (the shape of testnet's many-devices), each write reaching all others
+// before the next, and logs where the sync bytes of a change go, by frame
+// kind, on version 4 and 5 links. It checks only that the relays stay
 // suppressed (bytes are reported: go test -run MeshBytes -v).
 func TestMeshBytesBreakdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a mesh of many devices")
 	}
+	for _, v := range []uint64{4, ProtocolVersion} {
+		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) { meshBytes(t, v) })
+	}
+}
+
+func meshBytes(t *testing.T, version uint64) {
 	const k, writes = 20, 60
-	devs := mesh(t, k)
+	devs := meshOf(t, k, version)
 	// Settled, and every stream started: its hellos, Start frame, first
 	// direct list and first Caught frame are not a change's.
 	streams := uint64(k * (k - 1))
