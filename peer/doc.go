@@ -33,13 +33,14 @@
 // given the older one up (often after a partition only its side noticed),
 // and our pull's older connection is closed so that ours moves too.
 //
-// # The sync protocol, /danyue/sync/4 (and 3, 2, 1)
+// # The sync protocol, /danyue/sync/5 (and 4, 3, 2, 1)
 //
 // Each side of a connection pulls from the other on a stream it opens, so a
 // connection carries two streams, one per direction. The puller offers every
 // protocol id and libp2p's negotiation picks the newest the sender speaks;
-// the hellos carry that version. A stream is a sequence of frames: a 4-byte
-// big-endian length (at most MaxFrame, checked before anything is
+// the hellos carry that version. A stream is a sequence of frames: a length
+// (4 bytes big-endian up to version 4; from version 5 a minimal unsigned
+// varint of at most 3 bytes; at most MaxFrame, checked before anything is
 // allocated) and a deterministic CBOR map holding exactly one of
 //
 //	1 Hello  {0 version, 1 library id, 2 device id, 3 name, 4 store epoch,
@@ -52,6 +53,13 @@
 //	6 Caught {0 epoch, 1 seq, 2 [[device, epoch, seq]], 3 [[...]]}  (version 4)
 //	7 Want   {0 n, 1 list, 2 [[index, seq]]}  (version 4)
 //	8 Have   {0 n, 1 [lacking index], 2 list, 3 [[device, epoch, seq]]}  (version 4)
+//
+// From version 5 a batch and an ack leave out what the stream fixes, and a
+// puller refuses one that says it: the epoch (the sender's hello gave it), a
+// batch's last when it is its seq, and its gaps when its records have the
+// last sequence numbers up to its seq (a pushed change: one record at seq).
+// A one-record push and its ack went from about 110 bytes to about 75, 53
+// of them the record.
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the

@@ -271,7 +271,7 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 	}
 	fo.asked++
 	snd.out.Reset()
-	if err := appendFrame(&snd.out, &wireFrame{Want: &wireWant{N: fo.asked, List: ver, Items: items}}); err != nil {
+	if err := appendFrameV(&snd.out, &wireFrame{Want: &wireWant{N: fo.asked, List: ver, Items: items}}, snd.version); err != nil {
 		return err
 	}
 	if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {

@@ -15,6 +15,12 @@ import (
 // from every other), closed when the test ends.
 func mesh(t testing.TB, k int) []*device {
 	t.Helper()
+	return meshOf(t, k, ProtocolVersion)
+}
+
+// meshOf is mesh with links of the given protocol version.
+func meshOf(t testing.TB, k int, version uint64) []*device {
+	t.Helper()
 	lib := newLib(t)
 	devs := make([]*device, k)
 	for i := range devs {
@@ -24,7 +30,7 @@ func mesh(t testing.TB, k int) []*device {
 	for i := range devs {
 		for j := range devs {
 			if i != j {
-				l := openLink(devs[i], devs[j], ProtocolVersion)
+				l := openLink(devs[i], devs[j], version)
 				t.Cleanup(l.cut)
 			}
 		}

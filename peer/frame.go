@@ -10,11 +10,14 @@ import (
 	"github.com/fxamacker/cbor/v2"
 )
 
-// The sync protocol's framing: every frame is a 4-byte big-endian length
-// followed by that many bytes of deterministic CBOR, one wireFrame holding
-// exactly one of its fields. The length is checked against MaxFrame before
-// anything is allocated for the body, and the decoder's limits bound what a
-// body of that size can make it allocate.
+// The sync protocol's framing: every frame is a length followed by that
+// many bytes of deterministic CBOR, one wireFrame holding exactly one of its
+// fields. The length is 4 bytes big-endian up to version 4 and a minimal
+// unsigned varint of at most 3 bytes from version 5 on (most frames of a
+// busy mesh are one-record batches and acks of a few dozen bytes, for which
+// the 4 bytes were a tenth of the traffic). The length is checked against
+// MaxFrame before anything is allocated for the body, and the decoder's
+// limits bound what a body of that size can make it allocate.
 
 // MaxFrame bounds the body of one frame. A batch is cut well below it
 // (maxBatchBytes of records), so a frame near the limit is already suspect.
@@ -85,8 +88,13 @@ type wireHello struct {
 // receiver can advance its cursor to Seq once it has applied them. Records
 // may be fewer than the sequence numbers covered (superseded changes, and
 // records the receiver is known to have) and may even be empty.
+//
+// From version 5 on, the fields the stream already fixes are left out:
+// Epoch is absent (the sender's hello gave it), Last is absent when it is
+// Seq, and Gaps is absent when the records have the last sequence numbers
+// up to Seq (one record at Seq: a pushed change).
 type wireBatch struct {
-	Epoch   uint64   `cbor:"0,keyasint"`
+	Epoch   uint64   `cbor:"0,keyasint,omitempty"`
 	Seq     uint64   `cbor:"1,keyasint"`
 	Last    uint64   `cbor:"2,keyasint,omitempty"`
 	Records [][]byte `cbor:"3,keyasint,omitempty"`
@@ -102,9 +110,10 @@ type wireBatch struct {
 
 // wireAck is sent by the puller, on streams of protocol version 2 and
 // later, after it has applied a batch: everything up to Seq of the sender's
-// store (of Epoch) is merged and durable here.
+// store (of Epoch) is merged and durable here. From version 5 on Epoch is
+// absent: it is the stream's.
 type wireAck struct {
-	Epoch uint64 `cbor:"0,keyasint"`
+	Epoch uint64 `cbor:"0,keyasint,omitempty"`
 	Seq   uint64 `cbor:"1,keyasint"`
 }
 
@@ -214,20 +223,46 @@ func mustFrameDecMode(strict bool) cbor.DecMode {
 	return m
 }
 
-// appendFrame appends the length-prefixed encoding of f to buf.
+// varintFrames reports whether frames of a stream of version v have a
+// varint length.
+func varintFrames(v uint64) bool { return v >= 5 }
+
+// maxVarintPrefix is the longest varint length: MaxFrame needs 21 bits.
+const maxVarintPrefix = 3
+
+// appendFrame appends the encoding of f with a 4-byte length to buf: the
+// framing of versions 1 to 4.
 func appendFrame(buf *bytes.Buffer, f *wireFrame) error {
+	return appendFrameV(buf, f, 4)
+}
+
+// appendFrameV appends the length-prefixed encoding of f to buf, framed
+// for a stream of version v.
+func appendFrameV(buf *bytes.Buffer, f *wireFrame, v uint64) error {
 	start := buf.Len()
-	buf.Write([]byte{0, 0, 0, 0})
 	if err := frameEncMode.NewEncoder(buf).Encode(f); err != nil {
 		buf.Truncate(start)
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	n := buf.Len() - start - 4
+	n := buf.Len() - start
 	if n > MaxFrame {
 		buf.Truncate(start)
 		return fmt.Errorf("encode frame: %d bytes exceeds %d", n, MaxFrame)
 	}
-	binary.BigEndian.PutUint32(buf.Bytes()[start:], uint32(n))
+	var hdr [binary.MaxVarintLen32]byte
+	var prefix []byte
+	if varintFrames(v) {
+		prefix = hdr[:binary.PutUvarint(hdr[:], uint64(n))]
+	} else {
+		binary.BigEndian.PutUint32(hdr[:], uint32(n))
+		prefix = hdr[:4]
+	}
+	// Shift the body up to make room for the length, which is only known
+	// once the body is encoded.
+	buf.Write(prefix)
+	b := buf.Bytes()[start:]
+	copy(b[len(prefix):], b[:n])
+	copy(b, prefix)
 	return nil
 }
 
@@ -242,24 +277,35 @@ type frameReader struct {
 	// bounded time.
 	started func()
 	// finished, if set, is called after a whole frame of size bytes (the
-	// body) was read.
-	finished func(size int)
+	// body) and its length prefix of prefix bytes was read.
+	finished func(size, prefix int)
+	// varint: the stream's frames have a varint length (version 5).
+	varint bool
 }
 
 // next returns the body of the next frame, valid until the following call.
 func (fr *frameReader) next() ([]byte, error) {
-	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
-		return nil, err
+	var n uint32
+	prefix := 4
+	if fr.varint {
+		var err error
+		if n, prefix, err = fr.varintLength(); err != nil {
+			return nil, err
+		}
+	} else {
+		if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+			return nil, err
+		}
+		n = binary.BigEndian.Uint32(fr.hdr[:])
+		if fr.started != nil {
+			fr.started()
+		}
 	}
-	n := binary.BigEndian.Uint32(fr.hdr[:])
 	if n == 0 {
 		return nil, protoErrorf("empty frame")
 	}
 	if n > MaxFrame {
 		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, MaxFrame)
-	}
-	if fr.started != nil {
-		fr.started()
 	}
 	// Reuse the buffer, but do not keep a large one for an idle stream
 	// because of one large frame.
@@ -274,9 +320,36 @@ func (fr *frameReader) next() ([]byte, error) {
 		return nil, fmt.Errorf("read frame body: %w", err)
 	}
 	if fr.finished != nil {
-		fr.finished(len(body))
+		fr.finished(len(body), prefix)
 	}
 	return body, nil
+}
+
+// varintLength reads a varint frame length: minimal (no trailing zero
+// byte), at most maxVarintPrefix bytes. The first byte may take as long as
+// it takes; the rest are part of the frame begun.
+func (fr *frameReader) varintLength() (uint32, int, error) {
+	var v uint32
+	for i := range maxVarintPrefix {
+		if _, err := io.ReadFull(fr.r, fr.hdr[:1]); err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, 0, err
+		}
+		if i == 0 && fr.started != nil {
+			fr.started()
+		}
+		c := fr.hdr[0]
+		v |= uint32(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if c == 0 && i > 0 {
+				return 0, 0, protoErrorf("frame length not minimally encoded")
+			}
+			return v, i + 1, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: a length of more than %d bytes", ErrFrameTooLarge, maxVarintPrefix)
 }
 
 // decodeFrame decodes a frame body that must hold exactly one message.

@@ -17,9 +17,9 @@ import (
 // build speaks; protocolIDs lists every version it speaks, newest first.
 // Each version has its own libp2p protocol id, so that libp2p's protocol
 // negotiation picks the newest both sides speak before the first frame.
-const ProtocolID = "/danyue/sync/4"
+const ProtocolID = "/danyue/sync/5"
 
-var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/3", "/danyue/sync/2", "/danyue/sync/1"}
+var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/4", "/danyue/sync/3", "/danyue/sync/2", "/danyue/sync/1"}
 
 // ProtocolVersion is the version of the sync protocol this build speaks, sent
 // in every hello. A peer outside [MinProtocolVersion, ProtocolVersion] is
@@ -28,10 +28,12 @@ var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/3", "/danyue/sync/2", 
 // records, which older versions would refuse and so are not sent to them
 // (knowsKind); version 4 the member records, likewise, and the puller's
 // Start frame and the sender's Caught frames, by which a record crosses the
-// wire about once per receiving device (knowledge.go). A stream's version is
-// the one its protocol id names.
+// wire about once per receiving device (knowledge.go); version 5 the same
+// frames, smaller: a varint length, and batches and acks without what the
+// stream fixes (frame.go). A stream's version is the one its protocol id
+// names.
 const (
-	ProtocolVersion    = 4
+	ProtocolVersion    = 5
 	MinProtocolVersion = 1
 )
 

@@ -158,16 +158,20 @@ func rawHost(t *testing.T, lib Library) host.Host {
 }
 
 func writeRaw(t testing.TB, s network.Stream, body []byte) {
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
-	if _, err := s.Write(append(hdr[:], body...)); err != nil {
+	var hdr []byte
+	if varintFrames(streamVersion(s)) {
+		hdr = binary.AppendUvarint(nil, uint64(len(body)))
+	} else {
+		hdr = binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	}
+	if _, err := s.Write(append(hdr, body...)); err != nil {
 		t.Logf("raw write: %v", err)
 	}
 }
 
 func readRaw(s network.Stream) (*wireFrame, error) {
 	s.SetReadDeadline(time.Now().Add(5 * time.Second))
-	fr := frameReader{r: s}
+	fr := frameReader{r: s, varint: varintFrames(streamVersion(s))}
 	body, err := fr.next()
 	if err != nil {
 		return nil, err

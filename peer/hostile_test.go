@@ -39,7 +39,9 @@ func TestHostileSenderChangesNothing(t *testing.T) {
 	a := newDevice(t, "A")
 	var streams atomic.Int32
 	var before [4]atomic.Int64 // A's records when stream i opened
-	r.SetStreamHandler(ProtocolID, func(s network.Stream) {
+	// A version 4 sender: its batches name their epoch (frame5_test.go has
+	// version 5's).
+	r.SetStreamHandler(protocolIDs[1], func(s network.Stream) {
 		defer s.Reset()
 		n := streams.Add(1)
 		if n < 4 {
@@ -48,7 +50,7 @@ func TestHostileSenderChangesNothing(t *testing.T) {
 		if _, err := readRaw(s); err != nil {
 			return
 		}
-		writeRaw(t, s, helloBody(t, &wireHello{Version: ProtocolVersion, Library: lib.ID[:], Device: uint64(rdev), Epoch: epoch, Last: 2}))
+		writeRaw(t, s, helloBody(t, &wireHello{Version: v4, Library: lib.ID[:], Device: uint64(rdev), Epoch: epoch, Last: 2}))
 		batch := func(seq uint64, recs ...[]byte) {
 			writeRaw(t, s, frameBody(t, &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 2, Records: recs, Gaps: ones(len(recs))}}))
 		}

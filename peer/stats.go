@@ -1,6 +1,9 @@
 package peer
 
-import "sync/atomic"
+import (
+	"encoding/binary"
+	"sync/atomic"
+)
 
 // Stats counts what the sync protocol moved, for benchmarks, tests and the
 // daemon's status. Bytes are sync frames as written and read (length prefix
@@ -32,6 +35,42 @@ type stats struct {
 	echoesSkipped                atomic.Uint64
 	sendWaits                    atomic.Uint64
 	dialAttempts                 atomic.Uint64
+	// sentByKind splits bytesSent (and framesSent) by the kind of frame,
+	// the wireFrame key its body opens with: where the bytes of a change
+	// go (tests and benchmarks).
+	sentByKind   [frameKinds]atomic.Uint64
+	framesByKind [frameKinds]atomic.Uint64
+	recordBytes  atomic.Uint64 // of the records in the batches sent
+	emptyBatches atomic.Uint64 // batches sent that only move a cursor
+}
+
+// frameKinds bounds the wireFrame keys; kind 0 counts what is not a
+// one-key map of a known kind.
+const frameKinds = 16
+
+// frameKind returns the wireFrame key of an encoded frame (length prefix
+// included, 4 bytes or a varint): its body is a map of one pair, 0xa1,
+// whose key is a small unsigned integer.
+func frameKind(frame []byte) int {
+	body := frame
+	if len(frame) >= 4 && int(binary.BigEndian.Uint32(frame)) == len(frame)-4 {
+		body = frame[4:]
+	} else if _, n := binary.Uvarint(frame); n > 0 {
+		body = frame[n:]
+	}
+	if len(body) < 2 || body[0] != 0xa1 || body[1] >= frameKinds {
+		return 0
+	}
+	return int(body[1])
+}
+
+// sent counts one frame as written.
+func (s *stats) sent(frame []byte) {
+	s.framesSent.Add(1)
+	s.bytesSent.Add(uint64(len(frame)))
+	k := frameKind(frame)
+	s.sentByKind[k].Add(uint64(len(frame)))
+	s.framesByKind[k].Add(1)
 }
 
 func (s *stats) snapshot() Stats {

@@ -167,7 +167,7 @@ func (p *puller) handshake(ctx context.Context) error {
 	if err := p.send(&wireFrame{Hello: mine.wire()}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
-	p.fr = n.newFrameReader(p.s)
+	p.fr = n.newFrameReader(p.s, p.version)
 	body, err := p.fr.next()
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
@@ -347,7 +347,11 @@ func (p *puller) receive(ctx context.Context) error {
 	}
 	// Tells the sender how far it is delivered (SyncOnce waits on it):
 	// what was applied above is durable.
-	if err := p.send(&wireFrame{Ack: &wireAck{Epoch: b.Epoch, Seq: b.Seq}}); err != nil {
+	ack := &wireAck{Epoch: b.Epoch, Seq: b.Seq}
+	if p.version >= 5 {
+		ack.Epoch = 0 // the stream's
+	}
+	if err := p.send(&wireFrame{Ack: ack}); err != nil {
 		return fmt.Errorf("send ack: %w", err)
 	}
 	return nil
@@ -359,9 +363,25 @@ func (p *puller) batch(f *wireFrame) (*wireBatch, error) {
 		return nil, refusal(f.Error)
 	}
 	b := f.Batch
-	switch {
-	case b == nil:
+	if b == nil {
 		return nil, protoErrorf("expected a batch")
+	}
+	if p.version >= 5 {
+		// What the stream fixes is left out: fill it in, or refuse a
+		// batch that says it anyway.
+		if b.Epoch != 0 || (b.Last != 0 && b.Last <= b.Seq) || (len(b.Gaps) == 0 && len(b.Records) > 0 && b.Seq-p.cursor < uint64(len(b.Records))) {
+			return nil, protoErrorf("batch up to %d from %d of %d records says what the stream fixes, or cannot hold them", b.Seq, p.cursor, len(b.Records))
+		}
+		b.Epoch, b.Last = p.theirs.Epoch, max(b.Last, b.Seq)
+		if len(b.Gaps) == 0 && len(b.Records) > 0 && b.Seq > p.cursor {
+			b.Gaps = make([]uint64, len(b.Records))
+			for i := range b.Gaps {
+				b.Gaps[i] = 1
+			}
+			b.Gaps[0] = b.Seq - p.cursor - uint64(len(b.Records)) + 1
+		}
+	}
+	switch {
 	case b.Epoch != p.theirs.Epoch:
 		return nil, protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, p.theirs.Epoch)
 	case b.Seq <= p.cursor:
@@ -406,7 +426,7 @@ func (p *puller) send(f *wireFrame) error {
 
 func (p *puller) sendLocked(f *wireFrame) error {
 	p.out.Reset()
-	if err := appendFrame(&p.out, f); err != nil {
+	if err := appendFrameV(&p.out, f, p.version); err != nil {
 		return err
 	}
 	return p.n.writeFrame(p.s, p.out.Bytes())
@@ -459,15 +479,15 @@ func isRefusalFrame(body []byte) bool {
 	return err == nil && f.Error != nil
 }
 
-// newFrameReader reads frames from s, giving each frame body frameTimeout
-// to arrive once its length has.
-func (n *Node) newFrameReader(s stream) *frameReader {
-	fr := &frameReader{r: s}
+// newFrameReader reads frames from s, a stream of version v, giving each
+// frame frameTimeout to arrive once it has begun.
+func (n *Node) newFrameReader(s stream, v uint64) *frameReader {
+	fr := &frameReader{r: s, varint: varintFrames(v)}
 	fr.started = func() { s.SetReadDeadline(time.Now().Add(frameTimeout)) }
-	fr.finished = func(size int) {
+	fr.finished = func(size, prefix int) {
 		s.SetReadDeadline(time.Time{})
 		n.stats.framesReceived.Add(1)
-		n.stats.bytesReceived.Add(uint64(4 + size))
+		n.stats.bytesReceived.Add(uint64(prefix + size))
 	}
 	return fr
 }
@@ -480,8 +500,7 @@ func (n *Node) writeFrame(s stream, frame []byte) error {
 	if err != nil {
 		return err
 	}
-	n.stats.framesSent.Add(1)
-	n.stats.bytesSent.Add(uint64(len(frame)))
+	n.stats.sent(frame)
 	return nil
 }
 

@@ -59,7 +59,7 @@ func (n *Node) handleSync(s network.Stream) {
 		// A correct puller has one stream open; a few allow for streams of
 		// a dead connection not yet noticed.
 		var out bytes.Buffer
-		if appendFrame(&out, &wireFrame{Error: &wireError{Code: codeBusy, Message: "too many sync streams"}}) == nil {
+		if appendFrameV(&out, &wireFrame{Error: &wireError{Code: codeBusy, Message: "too many sync streams"}}, streamVersion(s)) == nil {
 			n.writeFrame(s, out.Bytes())
 		}
 		s.Close()
@@ -104,7 +104,7 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 	defer context.AfterFunc(ctx, abort)()
 
 	s.SetDeadline(time.Now().Add(handshakeTimeout))
-	fr := n.newFrameReader(s)
+	fr := n.newFrameReader(s, version)
 	body, err := fr.next()
 	if err != nil {
 		return false, fmt.Errorf("read hello: %w", err)
@@ -112,7 +112,7 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 	var out bytes.Buffer
 	theirs, err := readHello(body, n.cfg.Library, remote)
 	if err != nil {
-		if appendFrame(&out, errorFrame(err)) == nil {
+		if appendFrameV(&out, errorFrame(err), version) == nil {
 			n.writeFrame(s, out.Bytes())
 		}
 		return true, err
@@ -131,7 +131,7 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor,
 	}
-	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
+	if err := appendFrameV(&out, &wireFrame{Hello: mine.wire()}, version); err != nil {
 		return false, err
 	}
 	if err := n.writeFrame(s, out.Bytes()); err != nil {
@@ -287,7 +287,7 @@ func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, e
 	}
 	snd.out.Reset()
 	f := &wireFrame{Caught: &wireCaught{Epoch: snd.epoch, Seq: cursor, Cursors: weak, Full: full}}
-	if err := appendFrame(&snd.out, f); err != nil {
+	if err := appendFrameV(&snd.out, f, snd.version); err != nil {
 		return nil, err
 	}
 	if err := n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
@@ -406,10 +406,17 @@ func (sa *streamAcks) ackedUpTo(seq uint64) {
 // this stream sent: a peer cannot make a device believe it is delivered
 // further than it is.
 func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
+	epoch := a.Epoch
+	if sa.version >= 5 {
+		if epoch != 0 {
+			return protoErrorf("ack names an epoch on a version %d stream", sa.version)
+		}
+		epoch = sa.epoch
+	}
 	switch sent := sa.sent.Load(); {
 	case !sa.enabled:
 		return protoErrorf("ack on a version 1 stream")
-	case a.Epoch != sa.epoch:
+	case epoch != sa.epoch:
 		return protoErrorf("ack for epoch %d on a stream of epoch %d", a.Epoch, sa.epoch)
 	case a.Seq < sa.acked || a.Seq > sent:
 		return protoErrorf("ack of %d outside [%d, %d]", a.Seq, sa.acked, sent)
@@ -504,8 +511,8 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 				whole = now == seq && snd.n.store.Epoch() == snd.epoch
 			}
 			snd.out.Reset()
-			f := &wireFrame{Batch: &wireBatch{Epoch: snd.epoch, Seq: seq, Last: max(seq, last), Records: p.records, Gaps: p.gaps, Whole: whole}}
-			if err := appendFrame(&snd.out, f); err != nil {
+			f := &wireFrame{Batch: snd.wireBatch(cursor, seq, max(seq, last), p.records, p.gaps, whole)}
+			if err := appendFrameV(&snd.out, f, snd.version); err != nil {
 				return cursor, err
 			}
 			// Counted as sent before it is written: the puller may apply it
@@ -516,6 +523,12 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			}
 			snd.lastBatch = time.Now()
 			snd.n.stats.recordsSent.Add(uint64(len(p.records)))
+			if len(p.records) == 0 {
+				snd.n.stats.emptyBatches.Add(1)
+			}
+			for _, r := range p.records {
+				snd.n.stats.recordBytes.Add(uint64(len(r)))
+			}
 			snd.n.stats.echoesSkipped.Add(p.skipped)
 			snd.echo.drop(p.echoes)
 			cursor = seq
@@ -535,6 +548,38 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			return cursor, nil
 		}
 	}
+}
+
+// wireBatch returns the batch of records (at gaps) in (cursor, seq], of a
+// store whose last sequence number is last, in the stream's version.
+func (snd *sender) wireBatch(cursor, seq, last uint64, records [][]byte, gaps []uint64, whole bool) *wireBatch {
+	if snd.version < 5 {
+		return &wireBatch{Epoch: snd.epoch, Seq: seq, Last: last, Records: records, Gaps: gaps, Whole: whole}
+	}
+	b := &wireBatch{Seq: seq, Records: records, Gaps: gaps, Whole: whole}
+	if last > seq {
+		b.Last = last
+	}
+	if trailingGaps(gaps, seq-cursor) {
+		b.Gaps = nil
+	}
+	return b
+}
+
+// trailingGaps reports whether gaps put their records at the last
+// sequence numbers of a batch that covers span numbers: all 1 but the
+// first, which brings the first record to its place. A version 5 batch
+// leaves such gaps out.
+func trailingGaps(gaps []uint64, span uint64) bool {
+	if len(gaps) == 0 || uint64(len(gaps)) > span || gaps[0] != span-uint64(len(gaps))+1 {
+		return false
+	}
+	for _, g := range gaps[1:] {
+		if g != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // noteRegression checks a puller's hello against our cursor into its store.
