@@ -45,8 +45,23 @@ func newOfflinePeer(tb testing.TB, a *testDaemon, books int) *offlinePeer {
 	if r, err := p.d.SyncOnce(ctx); err != nil || !r.CaughtUp {
 		tb.Fatalf("settle after the initial sync: %s (%v)", r.Summary(), err)
 	}
+	// Caught up is each pull reaching the other's end; what A merges from
+	// B at that moment (its member records) moves A's end once more, and
+	// must come back before B stops.
+	poll.Until(tb, "each side to hold the other's every change", time.Minute, func() bool {
+		return holdsAll(tb, p.d, a.Daemon) && holdsAll(tb, a.Daemon, p.d)
+	})
 	p.stop(tb)
 	return p
+}
+
+// holdsAll reports whether d's cursor into other's store is at its end.
+func holdsAll(tb testing.TB, d, other *Daemon) bool {
+	c, ok, err := d.store.Cursor(context.Background(), other.Device())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ok && c.Epoch == other.store.Epoch() && c.Seq == other.store.LastSeq()
 }
 
 func (p *offlinePeer) start(tb testing.TB, online bool) {
