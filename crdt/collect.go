@@ -26,23 +26,29 @@ import (
 // summary only ever understates what its device holds later, so an old
 // summary delays collection and never makes it unsafe.
 //
-// What a collected book leaves behind (Residue) is what must survive it: its
-// key, its tombstone and its read time (DESIGN: read-time slots survive
-// delete and revival, and a device's slot is a monotone counter its own
-// writes continue). The position, furthest position and title go: the
-// position is older than the tombstone, or the book would be visible. The
-// residue is kept outside the records (it is not shipped, counted or
-// listed) and decides every later arrival of the book (Absorbs): one that
-// holds exactly the residue's tombstone and read time and is not visible is
-// an old copy from a device that already has the delete, and is dropped;
-// anything else brings the record back as residue merged with it: a later
-// position write revives the book as it would have without collection, a
-// later delete or more read time is news to ship, and a copy that lacks the
-// tombstone (a device restored from an old copy, a device that joins with
-// its own old copy of the book) shows that its sender does not hold the
-// delete, so the record must be shipped again, to it. A device coming back
-// with older state therefore cannot resurrect the book, and learns the
-// delete from whoever it sends its old copy to.
+// What a collected book leaves behind, its residue, is its whole record,
+// kept outside the records: it is not shipped, counted, indexed or listed,
+// and it has no sequence number. Collection must change nothing anyone can
+// see, now or after any later write: a book revived by a later position
+// shows the title and furthest position it had before the delete (both are
+// registers a delete does not reset), a deleted book listed again shows
+// its old position, and read-time slots survive delete and revival (DESIGN).
+// Any field dropped from the residue would come back or not depending on
+// whether collection ran before the later write arrived, which no other
+// replica can reproduce. What collection saves is the book's place in the
+// change log and the indexes, and its shipping to every device that pulls.
+//
+// The residue decides every later arrival of the book (Absorbs): a copy
+// equal to it comes from a device that holds exactly what was collected,
+// and is dropped; anything else brings the record back as the residue
+// merged with it: a later position write revives the book as it would have
+// without collection, a later delete or more read time is news to ship, and
+// a copy that lacks something the residue holds (a device restored from an
+// old copy, a device that joins with its own old copy of the book, a
+// device that missed the book's last title) shows that its sender does not
+// hold what was collected, so the record must be shipped again, to it. A
+// device coming back with older state therefore cannot resurrect the book,
+// and learns the delete from whoever it sends its old copy to.
 //
 // What the rest of the daemon must do for this to hold (the model check in
 // collect_sim_test.go, and store's on real stores, do exactly this):
@@ -308,24 +314,11 @@ func MayBeCollected(e *Entry) bool {
 	return e.Kind == KindBook && !e.Book.Deleted.IsZero() && !e.Book.Visible()
 }
 
-// Residue returns what a collected book leaves behind: its key, tombstone
-// and read time.
-func Residue(b *Book) Book {
-	return Book{Key: b.Key, Deleted: b.Deleted, ReadTime: slices.Clone(b.ReadTime)}
-}
-
-// IsResidue reports whether b holds nothing but what a residue holds, with a
-// tombstone: what a store may keep of a collected book.
-func IsResidue(b *Book) bool {
-	return !b.Deleted.IsZero() && b.Position == (Position{}) && b.Furthest == (Position{}) && b.Title == (Text{}) && !b.Visible()
-}
-
-// Absorbs reports whether residue, what is left of a collected book, makes
-// in, an arriving record of the same book, a no-op: in holds exactly the
-// residue's tombstone and read time and is not visible, so its sender holds
-// the delete and in brings nothing that survives collection. Otherwise the
-// caller brings the record back as residue merged with in (see above).
+// Absorbs reports whether residue, the record of a collected book, makes in,
+// an arriving record of the same book, a no-op: in equals it, so its sender
+// holds exactly what was collected. Otherwise the caller brings the record
+// back as residue merged with in (see above).
 func Absorbs(residue, in *Book) bool {
-	return in.Key == residue.Key && in.Deleted == residue.Deleted && !in.Visible() &&
-		slices.Equal(in.ReadTime, residue.ReadTime)
+	return in.Key == residue.Key && in.Position == residue.Position && in.Furthest == residue.Furthest &&
+		in.Deleted == residue.Deleted && in.Title == residue.Title && slices.Equal(in.ReadTime, residue.ReadTime)
 }

@@ -22,8 +22,8 @@ import (
 // collect whenever the rule allows. Each device also keeps a shadow: every
 // record it ever received or wrote, merged, never collected: what it would
 // hold without collection. After every step, every device must show each
-// book exactly as its shadow does (visible or not; if visible, the same
-// position and read time): collection never resurrects a book and never
+// book exactly as its shadow does (visible or not; if visible, equal in
+// every field): collection never resurrects a book and never
 // loses a delete. At the end every device comes back, every member syncs
 // with every other until nothing changes, and then the members must hold
 // equal books, show what the library as a whole knows, and have collected
@@ -39,10 +39,11 @@ const (
 	ruleIgnoreMember             // wrong: the lowest other member's cursor is left out
 	ruleNoResidue                // wrong: nothing is kept of a collected book
 	ruleAbsorbAll                // wrong: a residue drops every copy that is not visible, stale or not
+	ruleTrimResidue              // wrong: a residue keeps only key, tombstone and read time
 )
 
 func (r rule) String() string {
-	return [...]string{"stable", "timer", "ignore-member", "no-residue", "absorb-all"}[r]
+	return [...]string{"stable", "timer", "ignore-member", "no-residue", "absorb-all", "trim-residue"}[r]
 }
 
 // chooser draws the history's choices: from rapid, or from a seeded
@@ -377,7 +378,8 @@ func (d *cState) apply(b *crdt.Book, r rule) {
 	}
 	nb := b.Clone()
 	if res, ok := d.residues[b.Key]; ok {
-		if crdt.Absorbs(&res, b) || (r == ruleAbsorbAll && !b.Visible()) {
+		if crdt.Absorbs(&res, b) || (r == ruleAbsorbAll && !b.Visible()) ||
+			(r == ruleTrimResidue && b.Deleted == res.Deleted && !b.Visible() && slices.Equal(b.ReadTime, res.ReadTime)) {
 			return
 		}
 		nb = res.Clone()
@@ -476,8 +478,12 @@ func (s *collectSim) collect(d *cDevice, limit int) {
 			continue
 		}
 		n++
-		if s.rule != ruleNoResidue {
-			d.residues[k] = crdt.Residue(&r.book)
+		switch s.rule {
+		case ruleNoResidue:
+		case ruleTrimResidue:
+			d.residues[k] = crdt.Book{Key: k, Deleted: r.book.Deleted, ReadTime: slices.Clone(r.book.ReadTime)}
+		default:
+			d.residues[k] = r.book.Clone()
 		}
 		delete(d.records, k)
 		d.collected++
@@ -515,8 +521,9 @@ func (s *collectSim) check() error {
 // sameVisible compares what a device holds of a book (has: anything) with
 // the uncollected book: it must be shown or hidden alike (a device that
 // shows a book its uncollected state deletes resurrected it; one that hides
-// a book its uncollected state shows lost a write), and if shown, with the
-// same position and read time.
+// a book its uncollected state shows lost a write), and if shown, equal to
+// it in every field: collection may never show, after a later write, less
+// than the uncollected book would.
 func sameVisible(v crdt.Book, has bool, sh crdt.Book) error {
 	vis := has && v.Visible()
 	switch {
@@ -526,10 +533,8 @@ func sameVisible(v crdt.Book, has bool, sh crdt.Book) error {
 		return fmt.Errorf("lost a write: hides the book (holds %+v), uncollected it shows %+v", v, sh)
 	case !vis:
 		return nil
-	case v.Position != sh.Position:
-		return fmt.Errorf("position %+v, uncollected %+v", v.Position, sh.Position)
-	case !slices.Equal(v.ReadTime, sh.ReadTime):
-		return fmt.Errorf("read time %v, uncollected %v", v.ReadTime, sh.ReadTime)
+	case !equalBooks(v, sh):
+		return fmt.Errorf("shows %+v, uncollected %+v", v, sh)
 	}
 	return nil
 }
@@ -669,7 +674,7 @@ func TestCollectModelCatchesWrongRules(t *testing.T) {
 		t.Skip("thousands of histories per rule")
 	}
 	const histories = 2000
-	for _, r := range []rule{ruleStable, ruleTimer, ruleIgnoreMember, ruleNoResidue, ruleAbsorbAll} {
+	for _, r := range []rule{ruleStable, ruleTimer, ruleIgnoreMember, ruleNoResidue, ruleAbsorbAll, ruleTrimResidue} {
 		t.Run(r.String(), func(t *testing.T) {
 			var first error
 			found, collecting := 0, 0

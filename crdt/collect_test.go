@@ -119,36 +119,38 @@ func TestCollectible(t *testing.T) {
 	}
 }
 
-// TestAbsorbs: what a residue drops and what brings a collected book back.
+// TestAbsorbs: which arrivals a residue (the collected record) drops, and
+// which bring the collected book back.
 func TestAbsorbs(t *testing.T) {
-	full := crdt.Book{Key: keyMD5, Position: crdt.Position{At: ts(t0, 0, devB), Char: 7}, Furthest: crdt.Position{At: ts(t0, 0, devB), Char: 7},
+	res := crdt.Book{Key: keyMD5, Position: crdt.Position{At: ts(t0, 0, devB), Char: 7}, Furthest: crdt.Position{At: ts(t0, 0, devB), Char: 7},
 		ReadTime: crdt.ReadTime{{Device: devB, Ms: 9}}, Deleted: ts(t0+5, 0, devA), Title: crdt.Text{At: ts(t0+9, 0, devC), Value: "t"}}
-	res := crdt.Residue(&full)
-	if !crdt.IsResidue(&res) || crdt.IsResidue(&full) {
-		t.Fatalf("IsResidue wrong for %+v / %+v", res, full)
-	}
-	if res.Visible() || res.Deleted != full.Deleted || !slices.Equal(res.ReadTime, full.ReadTime) || res.Title.Value != "" {
-		t.Fatalf("residue %+v keeps the wrong fields of %+v", res, full)
-	}
-	stale := full
+	stale := res
 	stale.Deleted = crdt.Timestamp{}
-	later := full
+	later := res
 	later.Position = crdt.Position{At: ts(t0+6, 0, devB)}
-	moreTime := full.Clone()
+	moreTime := res.Clone()
 	moreTime.ReadTime[0].Ms = 10
-	newerDelete := full
+	lessTime := res.Clone()
+	lessTime.ReadTime[0].Ms = 8
+	newerDelete := res
 	newerDelete.Deleted = ts(t0+8, 0, devC)
+	oldTitle := res
+	oldTitle.Title = crdt.Text{At: ts(t0+1, 0, devC), Value: "s"}
+	furtherBefore := res
+	furtherBefore.Furthest = crdt.Position{At: ts(t0+1, 0, devA), Char: 70}
 	for _, tt := range []struct {
 		name string
 		in   crdt.Book
 		want bool
 	}{
-		{"an old full copy that holds the delete", full, true},
-		{"the residue itself", res, true},
+		{"a copy of what was collected", res.Clone(), true},
 		{"a copy without the delete (restored, or joining)", stale, false},
 		{"a later position write revives", later, false},
 		{"more read time is news", moreTime, false},
+		{"less read time: the sender lacks a slot", lessTime, false},
 		{"a later delete is news", newerDelete, false},
+		{"an older title: the sender lacks the last one", oldTitle, false},
+		{"a furthest position from before the delete is news", furtherBefore, false},
 		{"a title alone lacks the delete", crdt.Book{Key: keyMD5, Title: crdt.Text{At: ts(t0+9, 0, devC), Value: "u"}}, false},
 	} {
 		if got := crdt.Absorbs(&res, &tt.in); got != tt.want {

@@ -23,7 +23,7 @@ func (s *memStore) collect(key crdt.BookKey) bool {
 	if s.residues == nil {
 		s.residues = make(map[string]crdt.Entry)
 	}
-	s.residues[id] = crdt.BookEntry(crdt.Residue(&rec.e.Book))
+	s.residues[id] = crdt.BookEntry(rec.e.Book.Clone())
 	delete(s.recs, id)
 	rec.seq = 0 // its log entry is no longer listed
 	return true

@@ -13,9 +13,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// What is left of a collected book (a residue: its key, tombstone and read
-// time, crdt/collect.go) is not a record the sender's change sequence
-// lists, so a device that pulls a store from the start (new, wiped, or
+// What is left of a collected book (a residue: its deleted record, kept
+// outside the records, crdt/collect.go) is not a record the sender's
+// change sequence lists, so a device that pulls a store from the start (new, wiped, or
 // never synced with it) would never get it. The daemon hands such a device
 // the residues on a protocol of its own, beside sync (whose batches number
 // every record by the sender's sequence, which a residue has not): one
@@ -23,8 +23,8 @@ import (
 //
 //	4-byte big-endian length | encoded book record (crdt.Encode)
 //
-// until the sender closes the stream. Only residues are accepted
-// (crdt.IsResidue), at most maxResidues of them.
+// until the sender closes the stream. Only deleted books are accepted
+// (crdt.MayBeCollected), at most maxResidues of them.
 
 // ResidueProtocolID is the libp2p protocol that hands residues over.
 const ResidueProtocolID protocol.ID = "/danyue/residues/1"
@@ -98,7 +98,7 @@ func readResidue(r io.Reader) (crdt.Entry, error) {
 	if err != nil {
 		return crdt.Entry{}, protoErrorf("residue: %v", err)
 	}
-	if e.Kind != crdt.KindBook || !crdt.IsResidue(&e.Book) {
+	if !crdt.MayBeCollected(&e) {
 		return crdt.Entry{}, protoErrorf("a record that is not a residue on the residues stream")
 	}
 	return e, nil

@@ -17,7 +17,7 @@ import (
 //	'd' key         an idempotency key, empty value, with a TTL
 //	'y' 2006-01-02  the day's local reading time in ms (uint64)
 //	'o' order scope position   a book index entry, empty (index.go)
-//	'g' id          a collected book's residue: its trimmed encoding (purge.go)
+//	'g' id          a collected book's residue: its record's encoding (purge.go)
 //
 // Every record has exactly one 's' entry, at its latest sequence number: a
 // change deletes the old one in the same transaction. So "everything since N"

@@ -14,8 +14,8 @@ import (
 // Purge removes deleted books that every current member holds, in bounded
 // batches through the writer, so a purge is atomic and ordered with every
 // other write: the record's index entry, id key and its three book index
-// entries go, and the counts drop. What must survive the book, its residue
-// (key, tombstone, read time), is kept under a residue key (keys.go),
+// entries go, and the counts drop. The book's record, its residue (all of
+// it: crdt/collect.go says why), is kept under a residue key (keys.go),
 // which is the store's durable memory that the book was collected: it is
 // not a record (not counted, listed, indexed or shipped by Since), and a
 // later arrival of the book is decided against it (crdt.Absorbs): dropped,
@@ -90,24 +90,19 @@ func (p *plan) purge(req *purgeReq) error {
 			req.res.More = true
 			break
 		}
-		res := crdt.BookEntry(crdt.Residue(&e.Book))
-		enc, err := res.Encode()
-		if err != nil {
-			return fmt.Errorf("purge store %s: %w", s.dir, err)
-		}
 		old, err := e.Encode()
 		if err != nil {
 			return fmt.Errorf("purge store %s: %w", s.dir, err)
 		}
 		sk, rk, gk := seqKey(seq), recordKey(id), residueKey(id)
 		freed := int64(len(sk) + len(old) + len(rk) + 8)
-		p.writes = append(p.writes, write{key: sk, del: true}, write{key: rk, del: true}, write{key: gk, val: enc})
+		p.writes = append(p.writes, write{key: sk, del: true}, write{key: rk, del: true}, write{key: gk, val: old})
 		for _, o := range orders {
 			k := indexKey(o, id, &e.Book)
 			freed += int64(len(k))
 			p.writes = append(p.writes, write{key: k, del: true})
 		}
-		kept := int64(len(gk) + len(enc))
+		kept := int64(len(gk) + len(old))
 		req.res.Records++
 		req.res.Bytes += freed - kept
 		req.res.Kept += kept
@@ -155,18 +150,17 @@ func (p *plan) loadResidue(r *rec) error {
 		return err
 	}
 	e, err := crdt.Decode(v)
-	if err != nil || e.Kind != crdt.KindBook || !bytes.Equal(e.AppendID(nil), r.id) || !crdt.IsResidue(&e.Book) {
+	if err != nil || e.Kind != crdt.KindBook || !bytes.Equal(e.AppendID(nil), r.id) || !crdt.MayBeCollected(&e) {
 		return corruptf(p.s.dir, "residue under key %s does not decode to one: %v", keyName(gk), err)
 	}
 	r.live, r.residue, r.cur = true, true, e
 	return nil
 }
 
-// absorbed reports whether e, merged into the residue r (still collected),
-// changes nothing. Otherwise it marks r changed, even if merging e adds
-// nothing to it: e lacks what the residue holds (an old copy from a device
-// restored or joining), and the record must be shipped again, to that
-// device too.
+// absorbed reports whether e equals the residue r (still collected).
+// Otherwise it marks r changed, even if merging e adds nothing to it: e
+// lacks what the residue holds (an old copy from a device restored or
+// joining), and the record must be shipped again, to that device too.
 func (p *plan) absorbed(r *rec, e *crdt.Entry) bool {
 	if e.Kind == crdt.KindBook && crdt.Absorbs(&r.cur.Book, &e.Book) {
 		return true

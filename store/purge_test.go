@@ -129,7 +129,7 @@ func TestPurgeShrinks(t *testing.T) {
 		t.Fatalf("Since(0) yields %d records, want %d", len(seqs), kept)
 	}
 	res, ok, err := s.Residue(context.Background(), key(kept))
-	if err != nil || !ok || res.Deleted != ts(2000) || res.ReadTime.Total() != 65_000 || res.Title.Value != "" {
+	if err != nil || !ok || res.Deleted != ts(2000) || res.ReadTime.Total() != 65_000 || res.Title.Value != strings.Repeat("長い書名", 20) {
 		t.Fatalf("residue %+v, %v, %v", res, ok, err)
 	}
 	if _, ok := get(t, s, bookID(kept)); ok {
