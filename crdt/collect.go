@@ -66,7 +66,7 @@ import (
 //     comes back all of its store is pulled again.
 //   - Sequence numbers of one epoch never name two states. A store restored
 //     from a copy of its database finds the loss in its acknowledged journal
-//     and continues its sequence; a copy of the whole data directory cannot
+//     and starts a new epoch; a copy of the whole data directory cannot
 //     tell, and reuses numbers its peers think they have, with or without
 //     collection; it should start a new epoch once a peer finds it behind.
 

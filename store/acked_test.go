@@ -57,9 +57,10 @@ func TestAckJournalRing(t *testing.T) {
 }
 
 // A store that comes back short reports the loss once, names the records,
-// forgets its cursors (so peers send everything again) and continues its
-// sequence after the last acknowledged change (so peers' cursors into it
-// stay true).
+// forgets its cursors (so peers send everything again), starts a new epoch
+// (so that peers pull all of it again: its records sit at older numbers
+// than their cursors may say) and continues its sequence after the last
+// acknowledged change.
 func TestLossFoundAtOpen(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, Options{IdleClose: -1})
@@ -81,6 +82,9 @@ func TestLossFoundAtOpen(t *testing.T) {
 	l, ok := c.Loss()
 	if !ok {
 		t.Fatal("no loss reported")
+	}
+	if c.Epoch() == s.Epoch() || c.Epoch() != l.Epoch {
+		t.Errorf("epoch %d after the loss (reported %d), was %d: want a new one", c.Epoch(), l.Epoch, s.Epoch())
 	}
 	if l.Acked != acked || l.Kept >= acked || l.Changes() == 0 {
 		t.Fatalf("loss %+v, acknowledged up to %d", l, acked)
@@ -107,7 +111,7 @@ func TestLossFoundAtOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = open(t, crashed, Options{IdleClose: -1})
-	if l2, ok := c.Loss(); !ok || !l2.FoundAt.Equal(l.FoundAt) || l2.Acked != l.Acked {
+	if l2, ok := c.Loss(); !ok || !l2.FoundAt.Equal(l.FoundAt) || l2.Acked != l.Acked || c.Epoch() != l.Epoch {
 		t.Errorf("after a clean restart: loss %+v, %v; want the first report kept, no new one", l2, ok)
 	}
 }

@@ -78,9 +78,11 @@
 // group commit (acked.go). At open, if the database holds fewer changes than
 // the journal says were acknowledged (badger replays a damaged or cut WAL up
 // to the damage and drops the rest without a word), the store logs an error
-// naming the lost records, keeps the report (Loss), continues its sequence
-// after the last acknowledged change and forgets its cursors into its peers,
-// so that they send everything again (loss.go). Before every open of the
+// naming the lost records, keeps the report (Loss), starts a new epoch (so
+// that every peer pulls all of it again: a record changed since the copy
+// is back at an older number) while its sequence continues after the last
+// acknowledged change, and forgets its cursors into its peers, so that they
+// send everything again (loss.go). Before every open of the
 // database it checks the files badger would otherwise parse in goroutines
 // where a panic cannot be recovered: the MANIFEST, and every table it lists
 // (badger's checks of footer, index and block checksums, once per table per

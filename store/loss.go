@@ -15,12 +15,19 @@ import (
 
 // Loss is what the store found missing when it opened: changes it had
 // acknowledged that the database did not bring back (a WAL damaged or cut
-// short). The store then continues its sequence after the last acknowledged
-// change (so that peers' cursors into it stay true), forgets its own
-// cursors into its peers (so that they send everything again, healing what
-// they hold), and keeps the report until a later loss replaces it.
+// short). The store then starts a new epoch: the database is an older state,
+// in which a record changed since holds an older state at an older sequence
+// number, below where a peer's cursor into the lost changes may already be,
+// though that peer never had this state; a cursor (and a mark) never holds
+// across epochs, so every peer pulls everything again. The sequence still
+// continues after the last acknowledged change, so that no number names two
+// states even within the journal. The store also forgets its own cursors
+// into its peers (so that they send everything again, healing what they
+// hold), and keeps the report until a later loss replaces it.
 type Loss struct {
 	FoundAt time.Time `json:"foundAt"`
+	// Epoch is the epoch the store started when it found the loss.
+	Epoch uint64 `json:"epoch"`
 	// Acked is the last sequence number the store acknowledged; Kept is the
 	// last one the database held. Changes Kept+1..Acked are lost.
 	Acked uint64 `json:"acked"`
@@ -126,11 +133,14 @@ func (s *Store) checkAcked(db *badger.DB) error {
 	}
 	if n := len(ents); n > 0 && ents[n-1].seq > s.lastSeq {
 		l := lossOf(ents, s.lastSeq, time.Now().UTC())
+		if l.Epoch, err = newEpoch(s.epoch); err != nil {
+			return fmt.Errorf("open store %s: %w", s.dir, err)
+		}
 		if err := s.recordLoss(db, l); err != nil {
 			return err
 		}
 		s.logLoss(l)
-		s.loss, s.lastSeq = &l, l.Acked
+		s.loss, s.lastSeq, s.epoch = &l, l.Acked, l.Epoch
 	}
 	if s.journal, err = openAckJournal(s.dir, s.epoch); err != nil {
 		return ioErr(s.dir, "open "+ackedFile, err)
@@ -161,8 +171,9 @@ func lossOf(ents []ackEntry, kept uint64, now time.Time) Loss {
 }
 
 // recordLoss keeps the loss and what follows from it, durably, before the
-// store serves anything: the sequence continues after Acked, and every
-// cursor into a peer is forgotten so that peers send everything again.
+// store serves anything: the new epoch, the sequence continuing after
+// Acked, and every cursor into a peer forgotten so that peers send
+// everything again.
 func (s *Store) recordLoss(db *badger.DB, l Loss) error {
 	data, err := json.Marshal(l)
 	if err != nil {
@@ -181,6 +192,9 @@ func (s *Store) recordLoss(db *badger.DB, l Loss) error {
 			}
 		}
 		if err := txn.Set(keyFloor, u64(l.Acked)); err != nil {
+			return err
+		}
+		if err := txn.Set(keyEpoch, u64(l.Epoch)); err != nil {
 			return err
 		}
 		return txn.Set(keyLoss, data)
@@ -203,6 +217,6 @@ func (s *Store) logLoss(l Loss) {
 	}
 	more := len(l.Records) - len(names)
 	s.log.Error("store: acknowledged changes were lost (a damaged or cut write-ahead log); asking every peer to send everything again",
-		"dir", s.dir, "changes", l.Changes(), "seq_from", l.Kept+1, "seq_to", l.Acked,
+		"dir", s.dir, "new_epoch", l.Epoch, "changes", l.Changes(), "seq_from", l.Kept+1, "seq_to", l.Acked,
 		"records", len(l.Records), "newest", strings.Join(names, ", "), "not_shown", more, "unnamed_changes", l.Unnamed)
 }

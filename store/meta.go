@@ -78,14 +78,12 @@ func (s *Store) loadMeta(db *badger.DB) error {
 // create initializes an empty database: schema version and a new random
 // epoch, synced before Open returns.
 func (s *Store) create(db *badger.DB) error {
-	var b [8]byte
-	for s.epoch == 0 {
-		if _, err := rand.Read(b[:]); err != nil {
-			return fmt.Errorf("create store %s: %w", s.dir, err)
-		}
-		s.epoch = binary.BigEndian.Uint64(b[:])
+	epoch, err := newEpoch(0)
+	if err != nil {
+		return fmt.Errorf("create store %s: %w", s.dir, err)
 	}
-	err := db.Update(func(txn *badger.Txn) error {
+	s.epoch = epoch
+	err = db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)); err != nil {
 			return err
 		}
@@ -133,4 +131,17 @@ func getValue(txn *badger.Txn, key []byte) ([]byte, error) {
 		v = []byte{}
 	}
 	return v, err
+}
+
+// newEpoch returns a random epoch, never zero (no epoch) nor old.
+func newEpoch(old uint64) (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		if e := binary.BigEndian.Uint64(b[:]); e != 0 && e != old {
+			return e, nil
+		}
+	}
 }
