@@ -257,11 +257,36 @@ func (d *Daemon) addMember(ctx context.Context, id crdt.DeviceID, why string) er
 		return nil
 	}
 	lib := d.members.library()
-	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, id, d.self, at) })
+	res, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, id, d.self, at) })
 	if err != nil {
 		return fmt.Errorf("add device %s to the members: %w", id, err)
 	}
-	d.log.Info("added a device to the library's members", "device", id, "why", why)
+	if len(res.Changed) > 0 {
+		d.log.Info("added a device to the library's members", "device", id, "why", why)
+		return nil
+	}
+	// An earlier addition (another of the device's streams admitting it, a
+	// pairing, a synced record) was committed first, so this write changed
+	// nothing; that commit may not have reached the set yet, and callers
+	// (admitted) decide on the set as soon as this returns.
+	return d.takeMember(ctx, lib, id)
+}
+
+// takeMember merges the committed member record of device id into the set,
+// as the commit that wrote it does (merging is idempotent).
+func (d *Daemon) takeMember(ctx context.Context, lib crdt.LibraryID, id crdt.DeviceID) error {
+	key := crdt.MemberEntry(crdt.Member{Library: lib, ID: id})
+	e, ok, err := d.store.Get(ctx, key.AppendID(nil))
+	if err != nil {
+		return fmt.Errorf("read the member record of device %s: %w", id, err)
+	}
+	if !ok || e.Kind != crdt.KindMember {
+		return nil
+	}
+	d.mu.Lock()
+	removed := d.membersChangedLocked(&e.Member)
+	d.mu.Unlock()
+	d.disconnectRemoved(removed)
 	return nil
 }
 

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,4 +227,32 @@ func TestMembersOfAnOlderLibrary(t *testing.T) {
 		t.Fatalf("after its hello the older device is %+v (listed %v), want added by A", m, ok)
 	}
 	poll.Until(t, "B to learn of it", 10*time.Second, func() bool { _, ok := member(t, b, old.String()); return ok })
+}
+
+// A device's summaries, residues and hello can arrive at once, each
+// admitting it before it is a member: every one of them must find it
+// admitted, not only the one whose write added it. (A newcomer that
+// refused the residues its inviter handed it, while its hello with the
+// inviter was being recorded, never held the collected books' deletes.)
+func TestConcurrentAdmissionsAllAdmit(t *testing.T) {
+	d := startDaemon(t, nil)
+	const devices, at = 40, 8
+	for i := range devices {
+		id := crdt.DeviceID(0x0123456789ab0000 + uint64(i))
+		var (
+			wg      sync.WaitGroup
+			refused atomic.Int32
+		)
+		for range at {
+			wg.Go(func() {
+				if !d.admitted(id) {
+					refused.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if n := refused.Load(); n > 0 {
+			t.Fatalf("device %s: %d of %d concurrent admissions refused it", id, n, at)
+		}
+	}
 }
