@@ -45,13 +45,16 @@ type collector struct {
 	collected int
 	freed     int64
 	forgotten map[crdt.DeviceID]bool // cursors dropped
-	// handed: the store epoch of each device this one handed its residues
-	// to (residues are handed once per epoch of the receiver, per run).
-	handed map[crdt.DeviceID]uint64
+	// handed: the store epoch of each device this one is handing or has
+	// handed its residues to (once per epoch of the receiver, per run);
+	// owed: the epoch of each device a handing failed for, which gets them
+	// again with its next summary, whatever its cursors say by then.
+	handed, owed map[crdt.DeviceID]uint64
 }
 
 func newCollector() collector {
-	return collector{known: crdt.Summaries{}, kick: make(chan struct{}, 1), forgotten: map[crdt.DeviceID]bool{}, handed: map[crdt.DeviceID]uint64{}}
+	return collector{known: crdt.Summaries{}, kick: make(chan struct{}, 1), forgotten: map[crdt.DeviceID]bool{},
+		handed: map[crdt.DeviceID]uint64{}, owed: map[crdt.DeviceID]uint64{}}
 }
 
 // summaries is what this device gossips (peer.Config.Summaries): its own
@@ -74,8 +77,9 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		return
 	}
 	var (
-		behind []crdt.DeviceID
-		hand   bool
+		behind    []crdt.DeviceID
+		hand      bool
+		handEpoch uint64
 	)
 	d.coll.mu.Lock()
 	added := false
@@ -83,8 +87,8 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		if s.Device == from && d.coll.handed[from] != s.Epoch {
 			// A device that has merged nothing of this store's epoch pulls
 			// it from the start, and gets no collected book that way.
-			if c, ok := s.CursorInto(d.self); !ok || c.Epoch != d.store.Epoch() {
-				d.coll.handed[from], hand = s.Epoch, true
+			if c, ok := s.CursorInto(d.self); !ok || c.Epoch != d.store.Epoch() || d.coll.owed[from] == s.Epoch {
+				d.coll.handed[from], hand, handEpoch = s.Epoch, true, s.Epoch
 			}
 		}
 		// This device knows itself better; a device that is not a current
@@ -112,7 +116,7 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		}
 	}
 	if hand {
-		d.wg.Go(func() { d.handResidues(from) })
+		d.wg.Go(func() { d.handResidues(from, handEpoch) })
 	}
 	if added {
 		d.coll.wake()
@@ -340,10 +344,10 @@ func (d *Daemon) collectionView(id crdt.DeviceID) (covers, behind uint64, holdin
 	return covers, d.coll.last - min(covers, d.coll.last), slices.Contains(d.coll.st.Holding(d.coll.last), id), true
 }
 
-// handResidues hands device to what is left of the books this device
-// collected: it pulls this store from the start, which lists none of them,
-// and should hold their deletes (crdt/collect.go).
-func (d *Daemon) handResidues(to crdt.DeviceID) {
+// handResidues hands device to (of store epoch) what is left of the books
+// this device collected: it pulls this store from the start, which lists
+// none of them, and should hold their deletes (crdt/collect.go).
+func (d *Daemon) handResidues(to crdt.DeviceID, epoch uint64) {
 	ctx, cancel := d.untilClosing(2 * time.Minute)
 	defer cancel()
 	var records [][]byte
@@ -359,12 +363,18 @@ func (d *Daemon) handResidues(to crdt.DeviceID) {
 		return
 	}
 	if err := node.SendResidues(ctx, to, records); err != nil {
-		d.log.Info("collection: residues not handed over", "device", to, "err", err)
+		d.log.Info("collection: residues not handed over; again with its next summary", "device", to, "err", err)
 		d.coll.mu.Lock()
 		delete(d.coll.handed, to)
+		d.coll.owed[to] = epoch
 		d.coll.mu.Unlock()
 		return
 	}
+	d.coll.mu.Lock()
+	if d.coll.owed[to] == epoch {
+		delete(d.coll.owed, to)
+	}
+	d.coll.mu.Unlock()
 	d.log.Info("handed what is left of collected books to a device that pulls this one from the start", "device", to, "books", len(records))
 }
 

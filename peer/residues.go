@@ -23,11 +23,16 @@ import (
 //
 //	4-byte big-endian length | encoded book record (crdt.Encode)
 //
-// until the sender closes the stream. Only deleted books are accepted
-// (crdt.MayBeCollected), at most maxResidues of them.
+// until the sender closes its side of the stream. Only deleted books are
+// accepted (crdt.MayBeCollected), at most maxResidues of them. Once every
+// residue is in its store the receiver answers one byte, residuesApplied,
+// and closes; on anything else it resets the stream. The sender counts
+// the residues handed over only on that byte: a receiver that could not
+// take them (it was still admitting the sender, its store failed) is
+// handed them again, since nothing else would ever send it those deletes.
 
 // ResidueProtocolID is the libp2p protocol that hands residues over.
-const ResidueProtocolID protocol.ID = "/danyue/residues/1"
+const ResidueProtocolID protocol.ID = "/danyue/residues/2"
 
 const (
 	// maxResidues bounds the residues of one stream: far more than the
@@ -38,10 +43,16 @@ const (
 	// residueChunk is how many residues OnResidues gets at a time: one
 	// store batch.
 	residueChunk = 512
+	// residuesApplied is the receiver's answer once it took every residue.
+	residuesApplied byte = 1
 )
 
+// ErrResiduesRefused is returned by SendResidues when the receiver did not
+// confirm that it took the residues.
+var ErrResiduesRefused = errors.New("residues not taken by the receiver")
+
 // SendResidues sends records (encoded residues) to device d, if it is
-// connected, and returns once they are written.
+// connected, and returns once d confirmed that it took them all.
 func (n *Node) SendResidues(ctx context.Context, d crdt.DeviceID, records [][]byte) error {
 	if len(records) > maxResidues {
 		records = records[:maxResidues]
@@ -70,6 +81,15 @@ func (n *Node) SendResidues(ctx context.Context, d crdt.DeviceID, records [][]by
 				s.Reset()
 				return fmt.Errorf("send residues to %s: %w", p, err)
 			}
+		}
+		if err := s.CloseWrite(); err != nil {
+			s.Reset()
+			return fmt.Errorf("send residues to %s: %w", p, err)
+		}
+		var ack [1]byte
+		if _, err := io.ReadFull(s, ack[:]); err != nil || ack[0] != residuesApplied {
+			s.Reset()
+			return fmt.Errorf("send residues to %s: %w (%v)", p, ErrResiduesRefused, err)
 		}
 		return s.Close()
 	}
@@ -147,6 +167,13 @@ func (n *Node) handleResidues(s network.Stream) {
 			return
 		}
 	}
-	flush()
+	if !flush() {
+		s.Reset()
+		return
+	}
+	if _, err := s.Write([]byte{residuesApplied}); err != nil {
+		s.Reset()
+		return
+	}
 	s.Close()
 }

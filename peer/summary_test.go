@@ -123,20 +123,25 @@ func residue(t *testing.T, i int, deleted crdt.Timestamp) []byte {
 	return b
 }
 
-// Issue 15: residues reach a connected member whole; a stream that carries
-// anything but residues is refused at that record.
+// Issue 15: residues reach a connected member whole, and the sender learns
+// that they did; a stream that carries anything but residues is refused at
+// that record, and a receiver that cannot apply them says so.
 func TestSendResidues(t *testing.T) {
 	lib := newLib(t)
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	var (
-		mu  sync.Mutex
-		got []crdt.Entry
+		mu     sync.Mutex
+		got    []crdt.Entry
+		refuse bool
 	)
 	a.start(t, lib, nil)
 	b.start(t, lib, a.node.Addrs(), func(cfg *Config) {
 		cfg.OnResidues = func(_ context.Context, _ crdt.DeviceID, es []crdt.Entry) error {
 			mu.Lock()
 			defer mu.Unlock()
+			if refuse {
+				return errors.New("store failed")
+			}
 			got = append(got, es...)
 			return nil
 		}
@@ -160,10 +165,17 @@ func TestSendResidues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// B resets the stream at the live record; whether A's write still
-	// sees that reset depends on timing, so its error says nothing here.
-	_ = a.node.SendResidues(t.Context(), bDev, [][]byte{residue(t, 5000, del), liveEnc, residue(t, 5001, del)})
+	// B resets the stream at the live record.
+	if err := a.node.SendResidues(t.Context(), bDev, [][]byte{residue(t, 5000, del), liveEnc, residue(t, 5001, del)}); err == nil {
+		t.Fatal("SendResidues reported a stream B refused as handed over")
+	}
 	poll.Until(t, "B to take the residue before the live record", 10*time.Second, func() bool { return received() == len(records)+1 })
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	if err := a.node.SendResidues(t.Context(), bDev, records[:2]); !errors.Is(err, ErrResiduesRefused) {
+		t.Fatalf("SendResidues to a receiver whose store failed: %v, want ErrResiduesRefused", err)
+	}
 	if err := a.node.SendResidues(t.Context(), crdt.DeviceID(12345), records); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("SendResidues to an unknown device: %v, want ErrNotConnected", err)
 	}
