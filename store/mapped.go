@@ -29,12 +29,16 @@ import (
 // the resident set at once, about 40 MB for a store of a million records,
 // which the process's high-water mark keeps.
 //
-// On older kernels the trimmer falls back to MADV_DONTNEED, which only
-// drops this process's mappings (the pages stay in the page cache) but is
-// safe only on a table that stays mapped meanwhile, hence the listing
-// (trimTables). Where the OS has no list of the mappings (dropTablePages),
-// the trimmer does nothing. It runs only while the database is open, so an
-// idle store has no timer from it.
+// Where the advice does nothing, the trimmer falls back to MADV_DONTNEED,
+// which only drops this process's mappings (the pages stay in the page
+// cache) but is safe only on a table that stays mapped meanwhile, hence the
+// listing (trimTables). That is on kernels before 5.4, which refuse
+// MADV_PAGEOUT, and under qemu's user-mode emulation (an arm64 build run on
+// another machine), which accepts it and does nothing: so the first time
+// it trims, the trimmer tries the advice on a file of its own
+// (pageoutWorks). Where the OS has no list of the mappings
+// (dropTablePages), the trimmer does nothing. It runs only while the
+// database is open, so an idle store has no timer from it.
 const (
 	trimEvery = 100 * time.Millisecond
 	trimAbove = 4 << 20
@@ -49,6 +53,10 @@ var errNoPageout = errors.New("the kernel cannot page out mapped file pages")
 type trimmer struct {
 	stop chan struct{}
 	done chan struct{}
+	// Whether the kernel pages out is asked at the first trim, not
+	// before: most opens of a store never trim. Only the trimmer's
+	// goroutine uses these.
+	probed, noPageout bool
 }
 
 // startTrimmer starts dropping the table pages of db, until halt.
@@ -80,7 +88,6 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 	}
 	tick := time.NewTicker(trimEvery)
 	defer tick.Stop()
-	pageout := true // until the kernel says it cannot
 	for {
 		select {
 		case <-t.stop:
@@ -91,20 +98,38 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 			last = min(last, now)
 			continue
 		}
-		var err error
-		if pageout {
-			if err = dropTablePages(dir, nil); errors.Is(err, errNoPageout) {
-				pageout = false
-			}
-		}
-		if !pageout {
-			err = trimTables(db, dir)
-		}
-		if err != nil {
+		if err := t.trim(s, db, dir); err != nil {
 			s.log.Debug("dropping mapped table pages failed", "dir", s.dir, "err", err)
 		}
 		last, _ = mappedFileBytes()
 	}
+}
+
+// trim drops the resident pages of the tables in dir once: it pages them
+// all out where the kernel does, else it drops the mappings of db's
+// pinned tables.
+func (t *trimmer) trim(s *Store, db *badger.DB, dir string) error {
+	if !t.probed {
+		t.probed = true
+		// In the store's directory, resolved as dir is: badger's own
+		// holds only its files.
+		works, err := pageoutWorks(filepath.Dir(dir))
+		switch {
+		case err != nil:
+			s.log.Debug("could not tell whether the kernel pages out; trying it on the tables", "dir", s.dir, "err", err)
+		case !works:
+			t.noPageout = true
+			s.log.Debug("the kernel does not page out mapped file pages; dropping the tables' mappings instead", "dir", s.dir)
+		}
+	}
+	if !t.noPageout {
+		err := dropTablePages(dir, nil)
+		if !errors.Is(err, errNoPageout) {
+			return err
+		}
+		t.noPageout = true
+	}
+	return trimTables(db, dir)
 }
 
 // trimTables drops the mapped pages of db's live tables. A table must not
