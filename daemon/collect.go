@@ -62,6 +62,10 @@ func newCollector() collector {
 func (d *Daemon) summaries() []crdt.Summary {
 	d.coll.mu.Lock()
 	defer d.coll.mu.Unlock()
+	return d.summariesLocked()
+}
+
+func (d *Daemon) summariesLocked() []crdt.Summary {
 	list := d.coll.known.List()
 	return slices.DeleteFunc(list, func(s crdt.Summary) bool { return s.Device != d.self && !d.members.current(s.Device) })
 }
@@ -192,8 +196,11 @@ func (d *Daemon) collectRound(ctx context.Context) {
 		d.coll.known.Add(own)
 	}
 	d.coll.news = false
+	// What this round saves is what it collects on: a summary that arrives
+	// from here on waits for the next round, so a restart never finds that
+	// collection went further than the saved summaries say.
+	list := d.summariesLocked()
 	d.coll.mu.Unlock()
-	list := d.summaries()
 	if node := d.currentNode(); gossip && node != nil {
 		if _, err := node.GossipSummaries(ctx, list); err != nil {
 			d.log.Warn("collection: gossip summaries", "err", err)
@@ -205,7 +212,7 @@ func (d *Daemon) collectRound(ctx context.Context) {
 			d.log.Warn("collection: save the members' summaries", "err", err)
 		}
 	}
-	d.purge(ctx)
+	d.purge(ctx, list)
 }
 
 // loadSummaries takes the other members' summaries saved before a restart,
@@ -265,23 +272,27 @@ func (d *Daemon) forgetCursors(ctx context.Context) {
 	}
 }
 
-// purge works out stability over the current members and collects what it
-// allows, batch by batch. It collects nothing while a member has no
+// purge works out stability over the current members, on list (the
+// summaries this round saved), and collects what it allows, batch by batch. It collects nothing while a member has no
 // summary: that member holds everything back.
-func (d *Daemon) purge(ctx context.Context) {
+func (d *Daemon) purge(ctx context.Context, list []crdt.Summary) {
 	members := d.currentMembers()
 	if !slices.Contains(members, d.self) {
 		return // forgotten, or not recorded as a member yet: it speaks for nobody
 	}
+	known := make(crdt.Summaries, len(list))
+	for _, s := range list {
+		known[s.Device] = s
+	}
 	last := d.store.LastSeq()
-	d.coll.mu.Lock()
 	var waiting []crdt.DeviceID
 	for _, m := range members {
-		if _, ok := d.coll.known[m]; !ok && m != d.self {
+		if _, ok := known[m]; !ok && m != d.self {
 			waiting = append(waiting, m)
 		}
 	}
-	st := crdt.Stable(d.self, d.store.Epoch(), last, members, d.coll.known)
+	st := crdt.Stable(d.self, d.store.Epoch(), last, members, known)
+	d.coll.mu.Lock()
 	d.coll.st, d.coll.last, d.coll.waiting = st, last, waiting
 	d.coll.mu.Unlock()
 	if len(waiting) > 0 || st.UpTo == 0 {
