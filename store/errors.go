@@ -91,8 +91,14 @@ func ioErr(dir, op string, err error) error {
 	if isDiskFull(err) {
 		return diskFullErr(dir, err)
 	}
-	if strings.Contains(err.Error(), "checksum mismatch") {
+	if isChecksumErr(err) {
 		return corruptf(dir, "%s: %v", op, err)
 	}
 	return fmt.Errorf("store %s: %s: %w", dir, op, err)
+}
+
+// isChecksumErr reports whether badger found a block or index that fails its
+// checksum (badger's errors carry no sentinel through its wrapping).
+func isChecksumErr(err error) bool {
+	return strings.Contains(err.Error(), "checksum mismatch")
 }

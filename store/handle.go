@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"time"
@@ -26,6 +27,11 @@ import (
 
 // acquire returns the open database, reopening it if it was closed for
 // idleness. Every successful acquire must be paired with a release.
+//
+// A reopen that finds the database damaged (a table that changed on disk
+// since it was verified) is not tried again: the damage stays until
+// `danyue repair`, and every failed badger open leaves two goroutines and a
+// mapped memtable behind (its cleanup after a failed Open releases neither).
 func (s *Store) acquire() (*badger.DB, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -35,9 +41,15 @@ func (s *Store) acquire() (*badger.DB, error) {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	if s.damage != nil {
+		return nil, s.damage
+	}
 	if s.db == nil {
 		start := time.Now()
 		db, err := s.openDB()
+		if errors.Is(err, ErrCorrupt) {
+			s.damage = err
+		}
 		if err != nil {
 			s.armIdleLocked()
 			return nil, err

@@ -171,7 +171,7 @@ func (o Options) badger(dir string) badger.Options {
 	b.NumLevelZeroTablesStall = max(levelZeroStall, 2*o.l0Compact)
 	b.CompactL0OnClose = true
 	b.NumGoroutines = 2
-	b.ChecksumVerificationMode = options.NoVerification
+	b.ChecksumVerificationMode = options.OnBlockRead
 	return b
 }
 

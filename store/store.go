@@ -56,6 +56,7 @@ type Store struct {
 	closed     bool
 	opens      int                 // badger opens so far, for tests
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
+	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
 	trim       *trimmer            // while db is open (mapped.go)
 	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
@@ -218,6 +219,8 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 		return nil, lockedErr(s.dir)
 	case isDiskFull(err):
 		return nil, diskFullErr(s.dir, err)
+	case isChecksumErr(err): // a table damaged since it was verified
+		return nil, corruptf(s.dir, "opening the database failed: %v", err)
 	}
 	return nil, fmt.Errorf("open store %s: %w; if this persists, %s", s.dir, err, damaged(s.dir))
 }
