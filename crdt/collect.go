@@ -67,8 +67,11 @@ import (
 //   - Sequence numbers of one epoch never name two states. A store restored
 //     from a copy of its database finds the loss in its acknowledged journal
 //     and starts a new epoch; a copy of the whole data directory cannot
-//     tell, and reuses numbers its peers think they have, with or without
-//     collection; it should start a new epoch once a peer finds it behind.
+//     tell, and reuses numbers its peers think they have. Its peers can: a
+//     cursor into it past what it can have delivered since it started is
+//     from the lost state, so that puller gets everything again, later
+//     changes are numbered after the cursor, and no such cursor counts for
+//     collection (Stability.Distrust) until its device has pulled again.
 
 // Cursor is how far a device has merged another device's changes: that
 // device, its store epoch, and the last of its sequence numbers merged.
@@ -215,6 +218,28 @@ func (st *Stability) Holding(last uint64) []DeviceID {
 		}
 	}
 	return out
+}
+
+// Distrust holds collection back, as Stable does for a cursor past the
+// store's end, while a device's cursor into the store of self (epoch) lies
+// past what that device can have merged of it, delivered(device): such a
+// cursor is from a state of the store that is gone (restored from an old
+// copy under the same epoch), and the store's changes since may sit at
+// sequence numbers below it that the device does not hold. It holds until
+// the device has pulled the store again and its summary says so.
+func (st *Stability) Distrust(self DeviceID, epoch uint64, known Summaries, delivered func(DeviceID) uint64) {
+	for dev, s := range known {
+		if dev == self || slices.Contains(st.Regressed, dev) {
+			continue
+		}
+		if cur, ok := s.CursorInto(self); ok && cur.Epoch == epoch && cur.Seq > delivered(dev) {
+			st.Regressed = append(st.Regressed, dev)
+		}
+	}
+	if len(st.Regressed) > 0 {
+		slices.Sort(st.Regressed)
+		st.UpTo = 0
+	}
 }
 
 // Stable works out, for the store of device self (epoch, last sequence

@@ -78,6 +78,43 @@ func TestStable(t *testing.T) {
 	}
 }
 
+// TestDistrust: a cursor into A past what its device can have merged of A
+// (A went back under its epoch and numbered new changes over the lost
+// ones) holds collection back, though it is behind A's end.
+func TestDistrust(t *testing.T) {
+	const epochA = uint64(devA) * 100
+	members := []crdt.DeviceID{devA, devB, devC}
+	tests := []struct {
+		name      string
+		known     crdt.Summaries
+		delivered map[crdt.DeviceID]uint64
+		upTo      uint64
+		regressed []crdt.DeviceID
+	}{
+		{"every cursor within what was delivered", known(sum(devB, 1, t0, uint64(devA), 8), sum(devC, 1, t0, uint64(devA), 6)),
+			map[crdt.DeviceID]uint64{devB: 8, devC: 9}, 6, nil},
+		{"B's cursor past what it can have", known(sum(devB, 1, t0, uint64(devA), 8), sum(devC, 1, t0, uint64(devA), 6)),
+			map[crdt.DeviceID]uint64{devB: 7, devC: 9}, 0, []crdt.DeviceID{devB}},
+		{"a relay's cursor counts too", known(sum(devB, 1, t0, uint64(devA), 8), sum(devC, 1, t0, uint64(devA), 6), sum(crdt.DeviceID(0xd), 1, t0, uint64(devA), 9)),
+			map[crdt.DeviceID]uint64{devB: 8, devC: 9, crdt.DeviceID(0xd): 3}, 0, []crdt.DeviceID{crdt.DeviceID(0xd)}},
+		{"a cursor into another epoch of A is no claim", known(sum(devB, 1, t0, uint64(devA), 8),
+			crdt.Summary{Device: devC, Epoch: 1, Seq: 1, At: ts(t0, 0, devC), Cursors: []crdt.Cursor{{Device: devA, Epoch: 999, Seq: 9}}}),
+			map[crdt.DeviceID]uint64{devB: 8}, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := crdt.Stable(devA, epochA, 10, members, tt.known)
+			st.Distrust(devA, epochA, tt.known, func(d crdt.DeviceID) uint64 { return tt.delivered[d] })
+			if st.UpTo != tt.upTo || !slices.Equal(st.Regressed, tt.regressed) {
+				t.Errorf("UpTo %d, Regressed %v; want %d, %v", st.UpTo, st.Regressed, tt.upTo, tt.regressed)
+			}
+			if len(tt.regressed) > 0 && !slices.Equal(st.Holding(10), tt.regressed) {
+				t.Errorf("Holding = %v, want %v", st.Holding(10), tt.regressed)
+			}
+		})
+	}
+}
+
 // TestStableChain: coverage flows along a chain of relays of any length.
 func TestStableChain(t *testing.T) {
 	var ss []crdt.Summary

@@ -74,7 +74,8 @@ func (d *Daemon) summariesLocked() []crdt.Summary {
 // current member's word counts. A summary that shows a device's store
 // behind what it said before (restored from an old copy) makes the next
 // pull from that device start from 0, so its old copies meet the residues
-// here.
+// here; a member's cursor into this store past its end (this one was
+// restored) makes its later changes take numbers after that cursor.
 func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 	if !d.admitted(from) {
 		d.log.Debug("summaries from a removed device: ignored", "device", from)
@@ -84,6 +85,7 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		behind    []crdt.DeviceID
 		hand      bool
 		handEpoch uint64
+		skipPast  uint64 // the furthest cursor into this store
 	)
 	d.coll.mu.Lock()
 	added := false
@@ -101,6 +103,9 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		if s.Device == d.self || !d.members.current(s.Device) {
 			continue
 		}
+		if c, ok := s.CursorInto(d.self); ok && c.Epoch == d.store.Epoch() && c.Seq > skipPast {
+			skipPast = c.Seq
+		}
 		old, had := d.coll.known[s.Device]
 		if !d.coll.known.Add(s) {
 			continue
@@ -117,6 +122,20 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 	if node := d.currentNode(); node != nil {
 		for _, b := range behind {
 			node.PullAllFrom(b)
+		}
+	}
+	if last := d.store.LastSeq(); skipPast > last {
+		// A member has merged this store further than it holds: it went
+		// back (restored from an old copy). Later changes take numbers past
+		// that cursor, so that no device that saw the lost state passes
+		// them; the peer layer sends each puller whose cursor is past what
+		// it can have had everything again.
+		d.log.Warn("a member has merged this device's store further than it holds (restored from an old copy?); numbering later changes after its cursor",
+			"from", from, "cursor", skipPast, "last", last)
+		ctx, cancel := d.untilClosing(time.Minute)
+		defer cancel()
+		if err := d.store.SkipPast(ctx, skipPast); err != nil {
+			d.log.Warn("number changes after a member's cursor", "err", err)
 		}
 	}
 	if hand {
@@ -292,6 +311,9 @@ func (d *Daemon) purge(ctx context.Context, list []crdt.Summary) {
 		}
 	}
 	st := crdt.Stable(d.self, d.store.Epoch(), last, members, known)
+	if node := d.currentNode(); node != nil {
+		st.Distrust(d.self, d.store.Epoch(), known, node.Delivered)
+	}
 	d.coll.mu.Lock()
 	d.coll.st, d.coll.last, d.coll.waiting = st, last, waiting
 	d.coll.mu.Unlock()

@@ -255,6 +255,10 @@ func (s syncStore) Cursor(ctx context.Context, from crdt.DeviceID) (epoch, seq u
 	return c.Epoch, c.Seq, err
 }
 
+func (s syncStore) SkipPast(ctx context.Context, seq uint64) error {
+	return s.d.store.SkipPast(ctx, seq)
+}
+
 func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {
 	return s.d.applyFrom(ctx, from, entries, &store.Cursor{Device: from, Epoch: epoch, Seq: seq})
 }

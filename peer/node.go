@@ -88,16 +88,19 @@ type Config struct {
 // host, discovery, redialling, and sync streams in both directions with
 // every connected member.
 type Node struct {
-	cfg    Config
-	log    *slog.Logger
-	now    func() time.Time
-	host   host.Host
-	self   crdt.DeviceID
-	store  Store
-	sub    event.Subscription
-	disc   *discovery
-	events *eventQueue
-	gater  *gater
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	host  host.Host
+	self  crdt.DeviceID
+	store Store
+	// startLast is the store's last change when the node started: as far
+	// as a puller can have pulled it before this run (storeWentBack).
+	startLast uint64
+	sub       event.Subscription
+	disc      *discovery
+	events    *eventQueue
+	gater     *gater
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -187,6 +190,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		discovered: !cfg.MDNS,
 		eventsEnd:  make(chan struct{}),
 	}
+	n.startLast, _ = cfg.Store.Watch()
+
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })

@@ -33,4 +33,8 @@ type Store interface {
 	// to (epoch, seq), atomically and durably: after a crash either all of
 	// it happened or none.
 	ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error
+	// SkipPast makes every later change take a sequence number above seq,
+	// durably (store.Store.SkipPast): for a store that a peer has pulled
+	// further than it holds.
+	SkipPast(ctx context.Context, seq uint64) error
 }

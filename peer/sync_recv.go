@@ -189,8 +189,13 @@ func (p *puller) handshake(ctx context.Context) error {
 		return protoErrorf("sender resumes from %d, past our cursor %d", theirs.From, cursor)
 	}
 	// Usually our cursor; 0 for a wiped sender (new epoch) or one that
-	// cannot resume from it.
+	// cannot resume from it: its store went back under the same epoch
+	// (storeWentBack), and nothing we hold of it, nor any cursor another
+	// stream hands over, says what of its store we have.
 	p.theirs, p.cursor = theirs, theirs.From
+	if theirs.Epoch == epoch && theirs.From < cursor {
+		resendAll = true
+	}
 	if resendAll {
 		n.mu.Lock()
 		st.resendAll = false

@@ -119,11 +119,15 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 	}
 	n.noteRegression(ctx, remote, theirs)
 	epoch := n.store.Epoch()
-	last, _ := n.store.Watch()
 	cursor := theirs.WantSeq
+	if theirs.WantEpoch == epoch {
+		if cursor, err = n.storeWentBack(ctx, remote, cursor); err != nil {
+			return false, err
+		}
+	}
+	last, _ := n.store.Watch()
 	if theirs.WantEpoch != epoch || cursor > last {
-		// A cursor into another epoch of this store (it was wiped), or past
-		// its end (restored from an old copy under the same epoch): the
+		// A cursor into another epoch of this store (it was wiped): the
 		// puller's position means nothing here, so send everything.
 		cursor = 0
 	}
@@ -518,6 +522,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			// Counted as sent before it is written: the puller may apply it
 			// and acknowledge it before the write returns here.
 			snd.acks.sentBatch(seq)
+			raiseTo(&snd.st.sent, seq)
 			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
 				return cursor, fmt.Errorf("send batch: %w", err)
 			}
@@ -589,6 +594,57 @@ func trailingGaps(gaps []uint64, span uint64) bool {
 // passes the old one. So our pull from it starts over from 0. The puller's
 // hello is the first thing it sends on a connection, before it merges
 // anything from us, which is what makes its Last trustworthy here.
+// storeWentBack checks a puller's cursor into our store's epoch against
+// what it can have pulled: our store's last change when the node started,
+// or what we sent it since. A cursor past both is from a state of our
+// store that is gone: it went back under the same epoch (its whole data
+// directory restored from an old copy, journal and all, or its last
+// changes before a power cut lost; store.Store.SkipPast). Then our changes
+// from the start of this run on may sit at sequence numbers the puller has
+// passed, so this puller gets everything again, and the store numbers its
+// later changes past the cursor, so that no other device that saw the
+// lost state passes them either. It returns where to send from.
+func (n *Node) storeWentBack(ctx context.Context, remote lpeer.ID, cursor uint64) (uint64, error) {
+	known := n.Delivered(DeviceIDOf(remote))
+	if cursor <= known {
+		return cursor, nil
+	}
+	last, _ := n.store.Watch()
+	n.log.Warn("a peer has pulled this device's store further than it now holds (restored from an old copy?); numbering later changes after its cursor and sending it everything",
+		"peer", remote, "its_cursor", cursor, "our_last", last, "known", known)
+	if err := n.store.SkipPast(ctx, cursor); err != nil {
+		return 0, fmt.Errorf("number changes after a peer's cursor: %w", err)
+	}
+	return 0, nil
+}
+
+// Delivered returns how far device dev can have merged this device's
+// store, if the store never went back: up to its last change when the node
+// started, or as far as the node has sent dev since. A cursor of dev's into
+// this store's epoch past it is from a state of the store that is gone
+// (storeWentBack), and says nothing of what dev holds of the store now.
+func (n *Node) Delivered(dev crdt.DeviceID) uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	known := n.startLast
+	for _, st := range n.peers {
+		if st.device == dev {
+			known = max(known, st.sent.Load())
+		}
+	}
+	return known
+}
+
+// raiseTo sets v to seq if that is higher.
+func raiseTo(v *atomic.Uint64, seq uint64) {
+	for {
+		old := v.Load()
+		if seq <= old || v.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
 func (n *Node) noteRegression(ctx context.Context, remote lpeer.ID, theirs hello) {
 	epoch, seq, err := n.store.Cursor(ctx, DeviceIDOf(remote))
 	if err != nil || epoch != theirs.Epoch || theirs.Last >= seq {

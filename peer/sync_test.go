@@ -274,6 +274,48 @@ func TestRedialAfterRestart(t *testing.T) {
 	poll.Until(t, "B to redial A and sync", 10*time.Second, func() bool { return converged(a.store, b.store) && b.store.len() == 1 })
 }
 
+// A device whose store went back under the same epoch (its whole data
+// directory restored from an old copy) and then writes more changes than
+// it lost before it meets a device that pulled the lost state: the puller's
+// cursor lies inside its new changes, and resuming there would skip those
+// below it for good. The cursor is past anything this run of the device
+// has sent, so it sends everything, and numbers later changes after the
+// cursor.
+func TestRestoredSenderWritesPastCursor(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	if err := a.store.fill(200); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs())
+	poll.Until(t, "initial sync", 10*time.Second, func() bool { return mergedAll(b.node, a) })
+	b.stop(t)
+	a.stop(t)
+
+	old := a.store
+	a.store = newMemStore(DeviceIDOf(a.id))
+	a.store.epoch = old.epoch
+	a.start(t, lib, nil)
+	for i := range 250 {
+		if err := a.store.setPosition(bookKey(1000+i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.start(t, lib, a.node.Addrs())
+	poll.Until(t, "convergence", 10*time.Second, func() bool {
+		return converged(a.store, b.store) && b.store.len() == 450
+	})
+	// A change made now comes after B's old cursor.
+	if err := a.store.setPosition(bookKey(2000), 1); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := a.store.Watch(); last <= 250 {
+		t.Errorf("A's change took sequence number %d, inside what B saw before", last)
+	}
+	poll.Until(t, "the change on B", 10*time.Second, func() bool { return converged(a.store, b.store) })
+}
+
 // A sender whose store went back in time under the same epoch (restored
 // from an old copy) cannot resume from the puller's cursor; it says so in
 // its hello and sends everything, and the devices converge.

@@ -50,6 +50,9 @@ type Batch struct {
 	// summaries, set by SaveSummaries alone (summaries.go), replace the
 	// saved summaries.
 	summaries []byte
+	// skipPast, set by SkipPast alone (skip.go), is where the sequence
+	// continues after.
+	skipPast uint64
 }
 
 // Result says what a batch changed.

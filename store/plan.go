@@ -61,6 +61,9 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		p.writes = append(p.writes, write{key: cursorKey(b.forget), del: true})
 		return p, nil
 	}
+	if b.skipPast != 0 {
+		return p, p.skip(b.skipPast)
+	}
 	if b.summaries != nil {
 		p.writes = append(p.writes, write{key: keySummaries, val: b.summaries})
 		return p, nil

@@ -227,6 +227,9 @@ func (s *source) Watch() (uint64, <-chan struct{}) { return s.n, nil }
 
 func (s *source) Cursor(context.Context, crdt.DeviceID) (uint64, uint64, error) { return 0, 0, nil }
 
+// SkipPast has nothing to do: the source never goes back.
+func (s *source) SkipPast(context.Context, uint64) error { return nil }
+
 // ApplyRemote drops what the target sends: the flood only takes.
 func (s *source) ApplyRemote(context.Context, crdt.DeviceID, uint64, uint64, []crdt.Entry) error {
 	return nil
