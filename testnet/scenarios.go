@@ -96,6 +96,7 @@ var Scenarios = []Scenario{
 	{"forget-offline", ForgetOffline},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},
+	{"restore-writes", RestoreWrites},
 	{"propagation", Propagation},
 	{"convergence", Convergence},
 	{"clock-skew", ClockSkew},

@@ -39,6 +39,8 @@ func TestJoinLibrary(t *testing.T)    { JoinLibrary(t, params(), nil) }
 func TestCollect(t *testing.T)        { Collect(t, params(), nil) }
 func TestCollectRestore(t *testing.T) { CollectRestore(t, params(), nil) }
 
+func TestRestoreWrites(t *testing.T) { RestoreWrites(t, params(), nil) }
+
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
 		t.Skip("takes over a minute (a partition must outlast the connection keepalive); run with -testnet.long")
