@@ -68,8 +68,8 @@ import (
 //     from a copy of its database finds the loss in its acknowledged journal
 //     and starts a new epoch; a copy of the whole data directory cannot
 //     tell, and reuses numbers its peers think they have. Its peers can: a
-//     cursor into it past what it can have delivered since it started is
-//     from the lost state, so that puller gets everything again, later
+//     cursor into it past what it can have delivered (a mark it keeps of
+//     how far it ever sent, restored with the copy) is from the lost state, so that puller gets everything again, later
 //     changes are numbered after the cursor, and no such cursor counts for
 //     collection (Stability.Distrust) until its device has pulled again.
 

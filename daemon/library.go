@@ -259,6 +259,12 @@ func (s syncStore) SkipPast(ctx context.Context, seq uint64) error {
 	return s.d.store.SkipPast(ctx, seq)
 }
 
+func (s syncStore) Delivered() uint64 { return s.d.store.Delivered() }
+
+func (s syncStore) MarkDelivered(ctx context.Context, seq uint64) error {
+	return s.d.store.MarkDelivered(ctx, seq)
+}
+
 func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {
 	return s.d.applyFrom(ctx, from, entries, &store.Cursor{Device: from, Epoch: epoch, Seq: seq})
 }

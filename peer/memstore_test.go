@@ -24,7 +24,9 @@ type memStore struct {
 	last    uint64
 	changed chan struct{}
 	cursors map[crdt.DeviceID][2]uint64
-	applied int // ApplyRemote calls
+	// delivered is the delivered mark (Store.Delivered).
+	delivered uint64
+	applied   int // ApplyRemote calls
 	// residues: what collect left of a book, by record id (collect_test.go).
 	residues map[string]crdt.Entry
 }
@@ -241,5 +243,21 @@ func (s *memStore) SkipPast(ctx context.Context, seq uint64) error {
 		s.last = seq
 		s.commit()
 	}
+	return nil
+}
+
+func (s *memStore) Delivered() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.delivered
+}
+
+func (s *memStore) MarkDelivered(ctx context.Context, seq uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq > s.last {
+		return fmt.Errorf("mark delivered up to %d, past the last change %d", seq, s.last)
+	}
+	s.delivered = max(s.delivered, seq)
 	return nil
 }

@@ -94,9 +94,11 @@ type Node struct {
 	host  host.Host
 	self  crdt.DeviceID
 	store Store
-	// startLast is the store's last change when the node started: as far
-	// as a puller can have pulled it before this run (storeWentBack).
-	startLast uint64
+	// startMark is the store's delivered mark when the node started: as
+	// far as a puller can have pulled it before this run (storeWentBack).
+	// deliverMu serializes raising the mark (reserve).
+	startMark uint64
+	deliverMu sync.Mutex
 	sub       event.Subscription
 	disc      *discovery
 	events    *eventQueue
@@ -190,7 +192,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		discovered: !cfg.MDNS,
 		eventsEnd:  make(chan struct{}),
 	}
-	n.startLast, _ = cfg.Store.Watch()
+	n.startMark = cfg.Store.Delivered()
 
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))

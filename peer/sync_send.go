@@ -521,6 +521,9 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			}
 			// Counted as sent before it is written: the puller may apply it
 			// and acknowledge it before the write returns here.
+			if err := snd.n.reserve(ctx, seq); err != nil {
+				return cursor, err
+			}
 			snd.acks.sentBatch(seq)
 			raiseTo(&snd.st.sent, seq)
 			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
@@ -595,12 +598,12 @@ func trailingGaps(gaps []uint64, span uint64) bool {
 // hello is the first thing it sends on a connection, before it merges
 // anything from us, which is what makes its Last trustworthy here.
 // storeWentBack checks a puller's cursor into our store's epoch against
-// what it can have pulled: our store's last change when the node started,
-// or what we sent it since. A cursor past both is from a state of our
-// store that is gone: it went back under the same epoch (its whole data
-// directory restored from an old copy, journal and all, or its last
-// changes before a power cut lost; store.Store.SkipPast). Then our changes
-// from the start of this run on may sit at sequence numbers the puller has
+// what it can have pulled (Delivered): our store's delivered mark when the
+// node started, or what we sent it since. A cursor past both is from a
+// state of our store that is gone: it went back under the same epoch (its
+// whole data directory restored from an old copy, journal and all, or its
+// last changes before a power cut lost; store.Store.SkipPast). Then our
+// changes since the copy may sit at sequence numbers the puller has
 // passed, so this puller gets everything again, and the store numbers its
 // later changes past the cursor, so that no other device that saw the
 // lost state passes them either. It returns where to send from.
@@ -619,20 +622,40 @@ func (n *Node) storeWentBack(ctx context.Context, remote lpeer.ID, cursor uint64
 }
 
 // Delivered returns how far device dev can have merged this device's
-// store, if the store never went back: up to its last change when the node
-// started, or as far as the node has sent dev since. A cursor of dev's into
+// store, if the store never went back: up to the store's delivered mark
+// when the node started (Store.Delivered: nothing sent before was past
+// it), or as far as the node has sent dev since. A cursor of dev's into
 // this store's epoch past it is from a state of the store that is gone
 // (storeWentBack), and says nothing of what dev holds of the store now.
 func (n *Node) Delivered(dev crdt.DeviceID) uint64 {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	known := n.startLast
+	known := n.startMark
 	for _, st := range n.peers {
 		if st.device == dev {
 			known = max(known, st.sent.Load())
 		}
 	}
 	return known
+}
+
+// reserve raises the store's delivered mark before a batch up to seq is
+// sent: to the store's last change, so that one durable write covers every
+// batch until the store changes again.
+func (n *Node) reserve(ctx context.Context, seq uint64) error {
+	if seq <= n.store.Delivered() {
+		return nil
+	}
+	n.deliverMu.Lock()
+	defer n.deliverMu.Unlock()
+	if seq <= n.store.Delivered() {
+		return nil
+	}
+	last, _ := n.store.Watch()
+	if err := n.store.MarkDelivered(ctx, max(seq, last)); err != nil {
+		return fmt.Errorf("record what is sent: %w", err)
+	}
+	return nil
 }
 
 // raiseTo sets v to seq if that is higher.

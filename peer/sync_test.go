@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -276,44 +277,56 @@ func TestRedialAfterRestart(t *testing.T) {
 
 // A device whose store went back under the same epoch (its whole data
 // directory restored from an old copy) and then writes more changes than
-// it lost before it meets a device that pulled the lost state: the puller's
-// cursor lies inside its new changes, and resuming there would skip those
-// below it for good. The cursor is past anything this run of the device
-// has sent, so it sends everything, and numbers later changes after the
-// cursor.
+// it lost before it meets a device that pulled the lost state, in the same
+// run or in an earlier one: the puller's cursor lies inside its new
+// changes, and resuming there would skip those below it for good. The
+// cursor is past anything the device has sent since the copy (its
+// delivered mark) and in this run, so it sends everything, and numbers
+// later changes after the cursor.
 func TestRestoredSenderWritesPastCursor(t *testing.T) {
-	lib := newLib(t)
-	a, b := newDevice(t, "A"), newDevice(t, "B")
-	if err := a.store.fill(200); err != nil {
-		t.Fatal(err)
-	}
-	a.start(t, lib, nil)
-	b.start(t, lib, a.node.Addrs())
-	poll.Until(t, "initial sync", 10*time.Second, func() bool { return mergedAll(b.node, a) })
-	b.stop(t)
-	a.stop(t)
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
+			lib := newLib(t)
+			a, b := newDevice(t, "A"), newDevice(t, "B")
+			if err := a.store.fill(200); err != nil {
+				t.Fatal(err)
+			}
+			a.start(t, lib, nil)
+			b.start(t, lib, a.node.Addrs())
+			poll.Until(t, "initial sync", 10*time.Second, func() bool { return mergedAll(b.node, a) })
+			if got := a.store.Delivered(); got < 200 {
+				t.Fatalf("A's delivered mark is %d after sending B 200 records", got)
+			}
+			b.stop(t)
+			a.stop(t)
 
-	old := a.store
-	a.store = newMemStore(DeviceIDOf(a.id))
-	a.store.epoch = old.epoch
-	a.start(t, lib, nil)
-	for i := range 250 {
-		if err := a.store.setPosition(bookKey(1000+i), 1); err != nil {
-			t.Fatal(err)
-		}
+			old := a.store
+			a.store = newMemStore(DeviceIDOf(a.id))
+			a.store.epoch = old.epoch
+			a.start(t, lib, nil)
+			for i := range 250 {
+				if err := a.store.setPosition(bookKey(1000+i), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if restart {
+				a.stop(t)
+				a.start(t, lib, nil)
+			}
+			b.start(t, lib, a.node.Addrs())
+			poll.Until(t, "convergence", 10*time.Second, func() bool {
+				return converged(a.store, b.store) && b.store.len() == 450
+			})
+			// A change made now comes after B's old cursor.
+			if err := a.store.setPosition(bookKey(2000), 1); err != nil {
+				t.Fatal(err)
+			}
+			if last, _ := a.store.Watch(); last <= 250 {
+				t.Errorf("A's change took sequence number %d, inside what B saw before", last)
+			}
+			poll.Until(t, "the change on B", 10*time.Second, func() bool { return converged(a.store, b.store) })
+		})
 	}
-	b.start(t, lib, a.node.Addrs())
-	poll.Until(t, "convergence", 10*time.Second, func() bool {
-		return converged(a.store, b.store) && b.store.len() == 450
-	})
-	// A change made now comes after B's old cursor.
-	if err := a.store.setPosition(bookKey(2000), 1); err != nil {
-		t.Fatal(err)
-	}
-	if last, _ := a.store.Watch(); last <= 250 {
-		t.Errorf("A's change took sequence number %d, inside what B saw before", last)
-	}
-	poll.Until(t, "the change on B", 10*time.Second, func() bool { return converged(a.store, b.store) })
 }
 
 // A sender whose store went back in time under the same epoch (restored

@@ -70,8 +70,13 @@ func (s *Store) loadMeta(db *badger.DB) error {
 			}
 			s.hw = hw
 		}
-		s.lastSeq, err = s.lastSeqIn(txn)
-		return err
+		if s.lastSeq, err = s.lastSeqIn(txn); err != nil {
+			return err
+		}
+		if v, err = getValue(txn, keyDelivered); err != nil {
+			return ioErr(s.dir, "read the delivered mark", err)
+		}
+		return s.loadDelivered(v, s.lastSeq)
 	})
 }
 
@@ -85,6 +90,9 @@ func (s *Store) create(db *badger.DB) error {
 	s.epoch = epoch
 	err = db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion)); err != nil {
+			return err
+		}
+		if err := txn.Set(keyDelivered, u64(0)); err != nil {
 			return err
 		}
 		return txn.Set(keyEpoch, u64(s.epoch))

@@ -61,6 +61,9 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		p.writes = append(p.writes, write{key: cursorKey(b.forget), del: true})
 		return p, nil
 	}
+	if b.delivered != 0 {
+		return p, p.markDelivered(b.delivered)
+	}
 	if b.skipPast != 0 {
 		return p, p.skip(b.skipPast)
 	}
