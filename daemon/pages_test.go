@@ -282,9 +282,9 @@ func TestChangesUnderWrites(t *testing.T) {
 		}
 	}
 	// The copy is the shelf.
-	var n int
+	shelf := map[string]bool{}
 	err := d.client.EachBook(ctx, client.BooksQuery{Limit: 1000, Sort: "key", Deleted: true}, func(b api.Book) error {
-		n++
+		shelf[b.Key] = true
 		c, ok := mirror[b.Key]
 		switch {
 		case !ok:
@@ -297,8 +297,13 @@ func TestChangesUnderWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != len(mirror) {
-		t.Errorf("the shelf has %d books, the copy %d", n, len(mirror))
+	// A deleted book the copy holds may be gone from the shelf: collected
+	// (this device is the library's only member, so every delete is
+	// collected as soon as a collection round runs).
+	for k, c := range mirror {
+		if !shelf[k] && !c.Book.Deleted {
+			t.Errorf("book %s is in the copy and not on the shelf", k)
+		}
 	}
 	t.Logf("%d answers, %d books followed to seq %d", answers, len(mirror), since)
 }
