@@ -104,7 +104,8 @@
 //     maps, so every page it touched would stay in the resident set: after
 //     a million records, the whole 270 MB database. While the database is
 //     open, a trimmer (mapped.go) pages out the tables' resident pages
-//     every 25 ms when they have grown by 2 MB, without listing the tables
+//     when they have grown by 2 MB, checked every 25 ms while they grow
+//     and every 400 ms while they do not, without listing the tables
 //     (a listing reads every table's index through its map, which put about
 //     40 MB back at a million records). On Linux and Android only;
 //     elsewhere the OS has no list of a process's mappings to find them.
@@ -125,9 +126,9 @@
 //
 // testnet/cmd/flood measures it: a member offering a million records, the
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
-// 2-core Linux machine the peak is 85-92 MB: 41-46 MB of Go heap, 17 MB of
+// 2-core Linux machine the peak is 85-95 MB: 41-46 MB of Go heap, 17 MB of
 // table pages and 25 MB of the program's own text (100-104 MB with the
-// trimmer every 100 ms above 4 MB; 206-246 MB before the snapshot reads,
+// trimmer checking every 100 ms, above 4 MB; 206-246 MB before the snapshot reads,
 // the trimmer without a listing and the daemon's process settings; 435 MB
 // before the trimmer). GETs take 56-61 ms at the 99th percentile and the
 // flood goes at 3.2-4.6k records a second there; on a faster 2-core
