@@ -68,10 +68,12 @@ import (
 //     from a copy of its database finds the loss in its acknowledged journal
 //     and starts a new epoch; a copy of the whole data directory cannot
 //     tell, and reuses numbers its peers think they have. Its peers can: a
-//     cursor into it past what it can have delivered (a mark it keeps of
-//     how far it ever sent, restored with the copy) is from the lost state, so that puller gets everything again, later
-//     changes are numbered after the cursor, and no such cursor counts for
-//     collection (Stability.Distrust) until its device has pulled again.
+//     device's cursor into it past what it can have delivered that device
+//     (a mark it keeps per device of how far it ever sent it, restored
+//     with the copy) is from the lost state, so that puller gets
+//     everything again, later changes are numbered after the cursor, and
+//     no such cursor counts for collection (Stability.Distrust) until its
+//     device has pulled again.
 
 // Cursor is how far a device has merged another device's changes: that
 // device, its store epoch, and the last of its sequence numbers merged.

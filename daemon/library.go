@@ -259,10 +259,10 @@ func (s syncStore) SkipPast(ctx context.Context, seq uint64) error {
 	return s.d.store.SkipPast(ctx, seq)
 }
 
-func (s syncStore) Delivered() uint64 { return s.d.store.Delivered() }
+func (s syncStore) Delivered(dev crdt.DeviceID) uint64 { return s.d.store.Delivered(dev) }
 
-func (s syncStore) MarkDelivered(ctx context.Context, seq uint64) error {
-	return s.d.store.MarkDelivered(ctx, seq)
+func (s syncStore) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
+	return s.d.store.MarkDelivered(ctx, seq, devs...)
 }
 
 func (s syncStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -36,7 +37,7 @@ func (s *memStore) copyStore() *memStore {
 	defer s.mu.Unlock()
 	c := &memStore{
 		epoch: s.epoch, clock: crdt.NewClock(s.clock.Device(), s.clock.Now(uint64(time.Now().UnixMilli()))),
-		recs: make(map[string]*memRec, len(s.recs)), last: s.last, delivered: s.delivered, changed: make(chan struct{}),
+		recs: make(map[string]*memRec, len(s.recs)), last: s.last, delivered: maps.Clone(s.delivered), changed: make(chan struct{}),
 		cursors: make(map[crdt.DeviceID][2]uint64, len(s.cursors)), residues: make(map[string]crdt.Entry),
 	}
 	copied := make(map[*memRec]*memRec, len(s.recs))

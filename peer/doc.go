@@ -68,10 +68,9 @@
 // the one of the authenticated peer, and answers with its own Hello (from:
 // where its batches start; 0 when the puller's cursor is of another epoch of
 // its store, or past what it can have sent the puller (its store's
-// delivered mark when the node started, or what it sent since:
-// Node.Delivered), when its store went back under the same epoch, after
-// which it numbers its later changes past that cursor) or with an Error
-// frame and closes. A puller told 0 under
+// delivered mark for the puller: Node.Delivered), when its store went back
+// under the same epoch, after which it numbers its later changes past that
+// cursor) or with an Error frame and closes. A puller told 0 under
 // the same epoch starts from 0, whatever its marks say. A puller's
 // hello also says how far its own store goes: if that is behind our cursor
 // into the same epoch, its store was restored from an old copy, and our pull

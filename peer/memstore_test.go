@@ -24,8 +24,8 @@ type memStore struct {
 	last    uint64
 	changed chan struct{}
 	cursors map[crdt.DeviceID][2]uint64
-	// delivered is the delivered mark (Store.Delivered).
-	delivered uint64
+	// delivered holds the delivered marks (Store.Delivered).
+	delivered map[crdt.DeviceID]uint64
 	applied   int // ApplyRemote calls
 	// residues: what collect left of a book, by record id (collect_test.go).
 	residues map[string]crdt.Entry
@@ -54,11 +54,12 @@ func newMemStore(dev crdt.DeviceID) *memStore {
 	e := epochs.n<<32 | uint64(time.Now().UnixNano()&0xffffffff)
 	epochs.Unlock()
 	return &memStore{
-		epoch:   e,
-		clock:   crdt.NewClock(dev, crdt.Timestamp{}),
-		recs:    make(map[string]*memRec),
-		changed: make(chan struct{}),
-		cursors: make(map[crdt.DeviceID][2]uint64),
+		epoch:     e,
+		clock:     crdt.NewClock(dev, crdt.Timestamp{}),
+		recs:      make(map[string]*memRec),
+		changed:   make(chan struct{}),
+		delivered: make(map[crdt.DeviceID]uint64),
+		cursors:   make(map[crdt.DeviceID][2]uint64),
 	}
 }
 
@@ -246,18 +247,20 @@ func (s *memStore) SkipPast(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-func (s *memStore) Delivered() uint64 {
+func (s *memStore) Delivered(dev crdt.DeviceID) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.delivered
+	return s.delivered[dev]
 }
 
-func (s *memStore) MarkDelivered(ctx context.Context, seq uint64) error {
+func (s *memStore) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if seq > s.last {
 		return fmt.Errorf("mark delivered up to %d, past the last change %d", seq, s.last)
 	}
-	s.delivered = max(s.delivered, seq)
+	for _, d := range devs {
+		s.delivered[d] = max(s.delivered[d], seq)
+	}
 	return nil
 }

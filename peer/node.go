@@ -94,10 +94,10 @@ type Node struct {
 	host  host.Host
 	self  crdt.DeviceID
 	store Store
-	// startMark is the store's delivered mark when the node started: as
-	// far as a puller can have pulled it before this run (storeWentBack).
-	// deliverMu serializes raising the mark (reserve).
-	startMark uint64
+	// checked holds the devices whose cursor into the store a send stream
+	// has checked in this run (storeWentBack), whose delivered marks
+	// reserve raises together; deliverMu guards it and serializes raising.
+	checked   map[crdt.DeviceID]bool
 	deliverMu sync.Mutex
 	sub       event.Subscription
 	disc      *discovery
@@ -178,21 +178,21 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("new node: subscribe to connection events: %w", err)
 	}
 	n := &Node{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		now:    cfg.Now,
-		host:   h,
-		gater:  g,
-		self:   DeviceIDOf(h.ID()),
-		store:  cfg.Store,
-		sub:    sub,
-		events: newEventQueue(cfg.OnEvent),
-		peers:  make(map[lpeer.ID]*peerState),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		host:    h,
+		gater:   g,
+		self:    DeviceIDOf(h.ID()),
+		store:   cfg.Store,
+		sub:     sub,
+		events:  newEventQueue(cfg.OnEvent),
+		peers:   make(map[lpeer.ID]*peerState),
+		checked: make(map[crdt.DeviceID]bool),
 		// Without mDNS there is no first round to wait for.
 		discovered: !cfg.MDNS,
 		eventsEnd:  make(chan struct{}),
 	}
-	n.startMark = cfg.Store.Delivered()
 
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))

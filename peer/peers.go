@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -65,11 +64,7 @@ type peerState struct {
 	version     uint64 // of our pull stream from it: 2 and up acknowledge
 	theyPull    bool   // its pull from us has said hello on this connection
 	acked       uint64 // our sequence number it has merged up to
-	// sent is the highest of our sequence numbers sent to it since the
-	// node started (any stream): with the store's last at the start, what
-	// its cursor into us can be (sync_send.go, storeWentBack).
-	sent        atomic.Uint64
-	dialsActive int // dials to it under way
+	dialsActive int    // dials to it under way
 
 	echo echoSet
 }

@@ -24,7 +24,7 @@ func TestSenderOverPipe(t *testing.T) {
 	}
 	// As if an earlier run had sent all five: the puller's cursor is then
 	// one A can resume from (Node.Delivered).
-	if err := a.store.MarkDelivered(t.Context(), 5); err != nil {
+	if err := a.store.MarkDelivered(t.Context(), 5, DeviceIDOf(puller.id)); err != nil {
 		t.Fatal(err)
 	}
 	n := a.start(t, lib, nil)

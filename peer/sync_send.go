@@ -131,6 +131,9 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 		// puller's position means nothing here, so send everything.
 		cursor = 0
 	}
+	n.deliverMu.Lock()
+	n.checked[DeviceIDOf(remote)] = true
+	n.deliverMu.Unlock()
 	mine := hello{
 		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor,
@@ -521,11 +524,10 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			}
 			// Counted as sent before it is written: the puller may apply it
 			// and acknowledge it before the write returns here.
-			if err := snd.n.reserve(ctx, seq); err != nil {
+			if err := snd.n.reserve(ctx, snd.st.device, seq); err != nil {
 				return cursor, err
 			}
 			snd.acks.sentBatch(seq)
-			raiseTo(&snd.st.sent, seq)
 			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
 				return cursor, fmt.Errorf("send batch: %w", err)
 			}
@@ -598,8 +600,7 @@ func trailingGaps(gaps []uint64, span uint64) bool {
 // hello is the first thing it sends on a connection, before it merges
 // anything from us, which is what makes its Last trustworthy here.
 // storeWentBack checks a puller's cursor into our store's epoch against
-// what it can have pulled (Delivered): our store's delivered mark when the
-// node started, or what we sent it since. A cursor past both is from a
+// how far it can have pulled it (Delivered). A cursor past that is from a
 // state of our store that is gone: it went back under the same epoch (its
 // whole data directory restored from an old copy, journal and all, or its
 // last changes before a power cut lost; store.Store.SkipPast). Then our
@@ -622,50 +623,40 @@ func (n *Node) storeWentBack(ctx context.Context, remote lpeer.ID, cursor uint64
 }
 
 // Delivered returns how far device dev can have merged this device's
-// store, if the store never went back: up to the store's delivered mark
-// when the node started (Store.Delivered: nothing sent before was past
-// it), or as far as the node has sent dev since. A cursor of dev's into
-// this store's epoch past it is from a state of the store that is gone
-// (storeWentBack), and says nothing of what dev holds of the store now.
-func (n *Node) Delivered(dev crdt.DeviceID) uint64 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	known := n.startMark
-	for _, st := range n.peers {
-		if st.device == dev {
-			known = max(known, st.sent.Load())
-		}
-	}
-	return known
-}
+// store, if the store never went back: its delivered mark for dev
+// (Store.Delivered). A cursor of dev's into this store's epoch past it is
+// from a state of the store that is gone (storeWentBack), and says
+// nothing of what dev holds of the store now.
+func (n *Node) Delivered(dev crdt.DeviceID) uint64 { return n.store.Delivered(dev) }
 
-// reserve raises the store's delivered mark before a batch up to seq is
-// sent: to the store's last change, so that one durable write covers every
-// batch until the store changes again.
-func (n *Node) reserve(ctx context.Context, seq uint64) error {
-	if seq <= n.store.Delivered() {
+// reserve raises dev's delivered mark before a batch up to seq is sent to
+// it. It raises the marks of every device checked in this run with it, to
+// the store's last change, so that one durable write covers every batch
+// to every puller until the store changes again. That is no looser for
+// the others: a checked device's cursor into the store only moves by what
+// the store sends it, all of the store as it is now, and a store that goes
+// back brings back its marks of then.
+func (n *Node) reserve(ctx context.Context, dev crdt.DeviceID, seq uint64) error {
+	if seq <= n.store.Delivered(dev) {
 		return nil
 	}
 	n.deliverMu.Lock()
 	defer n.deliverMu.Unlock()
-	if seq <= n.store.Delivered() {
+	if seq <= n.store.Delivered(dev) {
 		return nil
 	}
+	devs := make([]crdt.DeviceID, 0, len(n.checked)+1)
+	devs = append(devs, dev)
+	for d := range n.checked {
+		if d != dev {
+			devs = append(devs, d)
+		}
+	}
 	last, _ := n.store.Watch()
-	if err := n.store.MarkDelivered(ctx, max(seq, last)); err != nil {
+	if err := n.store.MarkDelivered(ctx, max(seq, last), devs...); err != nil {
 		return fmt.Errorf("record what is sent: %w", err)
 	}
 	return nil
-}
-
-// raiseTo sets v to seq if that is higher.
-func raiseTo(v *atomic.Uint64, seq uint64) {
-	for {
-		old := v.Load()
-		if seq <= old || v.CompareAndSwap(old, seq) {
-			return
-		}
-	}
 }
 
 func (n *Node) noteRegression(ctx context.Context, remote lpeer.ID, theirs hello) {

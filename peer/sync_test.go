@@ -294,21 +294,15 @@ func TestRestoredSenderWritesPastCursor(t *testing.T) {
 			a.start(t, lib, nil)
 			b.start(t, lib, a.node.Addrs())
 			poll.Until(t, "initial sync", 10*time.Second, func() bool { return mergedAll(b.node, a) })
-			if got := a.store.Delivered(); got < 200 {
+			if got := a.store.Delivered(DeviceIDOf(b.id)); got < 200 {
 				t.Fatalf("A's delivered mark is %d after sending B 200 records", got)
 			}
 			b.stop(t)
 			a.stop(t)
 
-			old := a.store
-			a.store = newMemStore(DeviceIDOf(a.id))
-			a.store.epoch = old.epoch
+			a.restoreBlank()
 			a.start(t, lib, nil)
-			for i := range 250 {
-				if err := a.store.setPosition(bookKey(1000+i), 1); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeBooks(t, a.store, 1000, 250)
 			if restart {
 				a.stop(t)
 				a.start(t, lib, nil)
@@ -329,6 +323,42 @@ func TestRestoredSenderWritesPastCursor(t *testing.T) {
 	}
 }
 
+// The delivered mark is kept per puller: a restored device that first
+// sends its new changes to another device, restarts, and only then meets
+// the one that pulled the lost state, still finds that one's cursor past
+// what it can have sent it. With one mark for the store, the first
+// meeting raised it past that cursor, and the puller skipped the new
+// changes below it for good.
+func TestRestoredSenderMeetsAnotherFirst(t *testing.T) {
+	lib := newLib(t)
+	a, b, c := newDevice(t, "A"), newDevice(t, "B"), newDevice(t, "C")
+	if err := a.store.fill(200); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs())
+	poll.Until(t, "B to pull A", 10*time.Second, func() bool { return mergedAll(b.node, a) })
+	b.stop(t)
+	a.stop(t)
+
+	a.restoreBlank()
+	writeBooks(t, a.store, 1000, 250)
+	a.start(t, lib, nil)
+	c.start(t, lib, a.node.Addrs())
+	poll.Until(t, "C to pull the restored A", 10*time.Second, func() bool {
+		return converged(a.store, c.store) && c.store.len() == 250
+	})
+	// C, which holds A's new changes, must not hand them to B: B has to
+	// get them from A.
+	c.stop(t)
+	a.stop(t)
+	a.start(t, lib, nil)
+	b.start(t, lib, a.node.Addrs())
+	poll.Until(t, "B to converge with A", 10*time.Second, func() bool {
+		return converged(a.store, b.store) && b.store.len() == 450
+	})
+}
+
 // A sender whose store went back in time under the same epoch (restored
 // from an old copy) cannot resume from the puller's cursor; it says so in
 // its hello and sends everything, and the devices converge.
@@ -344,14 +374,8 @@ func TestSenderBehindCursorResendsAll(t *testing.T) {
 	poll.Until(t, "initial sync", 10*time.Second, func() bool { return mergedAll(b.node, a) })
 
 	a.stop(t)
-	old := a.store
-	a.store = newMemStore(DeviceIDOf(a.id))
-	a.store.epoch = old.epoch
-	for i := range 50 {
-		if err := a.store.setPosition(bookKey(1000+i), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	a.restoreBlank()
+	writeBooks(t, a.store, 1000, 50)
 	before := b.node.Stats().RecordsReceived
 	// Back on the same port, where B's keeper redials it.
 	a.start(t, lib, nil, func(c *Config) {
@@ -366,5 +390,23 @@ func TestSenderBehindCursorResendsAll(t *testing.T) {
 	// more than that.
 	if got := b.node.Stats().RecordsReceived - before; got < 50 || got > 250 {
 		t.Errorf("B received %d records from the restored A, want its 50, or its whole store of 250", got)
+	}
+}
+
+// restoreBlank gives d an empty store in its store's epoch: what putting
+// back a copy of its data directory made before it wrote anything does.
+func (d *device) restoreBlank() {
+	epoch := d.store.epoch
+	d.store = newMemStore(DeviceIDOf(d.id))
+	d.store.epoch = epoch
+}
+
+// writeBooks sets a position in n books, numbered from first, in s.
+func writeBooks(t *testing.T, s *memStore, first, n int) {
+	t.Helper()
+	for i := range n {
+		if err := s.setPosition(bookKey(first+i), 1); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

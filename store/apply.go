@@ -53,9 +53,9 @@ type Batch struct {
 	// skipPast, set by SkipPast alone (skip.go), is where the sequence
 	// continues after.
 	skipPast uint64
-	// delivered, set by MarkDelivered alone (delivered.go), is the new
-	// delivered mark.
-	delivered uint64
+	// delivered, set by MarkDelivered alone (delivered.go), raises
+	// delivered marks.
+	delivered *deliveredReq
 }
 
 // Result says what a batch changed.

@@ -2,69 +2,148 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/danyue/danyue/crdt"
 )
 
-// The delivered mark: a sequence number that no change this store has sent
-// to another device is above, raised durably before a sync sender sends
-// past it (peer.Node). It lives in the database, so a copy of the data
-// directory restored later brings back the mark of the copy, below the
-// cursors of the devices that pulled the lost changes; they are told from
-// devices that pulled only what this store still holds, however many runs
-// and changes the restored store has made since (peer.Node.Delivered).
+// The delivered marks: for each device, a sequence number that no change
+// this store has sent to it is above, raised durably before a sync sender
+// sends past it (peer.Node). They live in the database, so a copy of the
+// data directory restored later brings back the marks of the copy, below
+// the cursors of the devices that pulled the lost changes: each of those
+// is told from devices that pulled only what this store still holds,
+// however many runs and changes the restored store has made since, and
+// whichever devices it met first (peer.Node.Delivered).
+//
+// A device without a mark of its own has the base mark: 0 for a store made
+// with marks, and for a store made before them its last change when it was
+// first opened with them (everything it held may have been sent, as far as
+// it can tell).
 
-var keyDelivered = []byte("mdelivered")
+var keyDelivered = []byte("mdelivered") // the base mark; + device: its mark
 
-// Delivered returns the delivered mark.
-func (s *Store) Delivered() uint64 { return s.delivered.Load() }
+func deliveredKey(d crdt.DeviceID) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), keyDelivered...), uint64(d))
+}
 
-// MarkDelivered raises the delivered mark to seq, durably; it never lowers
-// it, and seq may not pass LastSeq.
-func (s *Store) MarkDelivered(ctx context.Context, seq uint64) error {
-	if seq <= s.Delivered() {
+// deliveredMarks is the store's copy of its delivered marks in memory.
+type deliveredMarks struct {
+	mu   sync.Mutex
+	base uint64
+	// stored says the base mark is in the database; a store made before
+	// the marks writes it with its first mark.
+	stored bool
+	to     map[crdt.DeviceID]uint64
+}
+
+// Delivered returns device dev's delivered mark.
+func (s *Store) Delivered(dev crdt.DeviceID) uint64 {
+	m := &s.delivered
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(m.base, m.to[dev])
+}
+
+// reset sets the marks of a store just opened or created: base, and no
+// device's own.
+func (m *deliveredMarks) reset(base uint64, stored bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.base, m.stored, m.to = base, stored, make(map[crdt.DeviceID]uint64)
+}
+
+// deliveredReq is a MarkDelivered in a Batch.
+type deliveredReq struct {
+	seq  uint64
+	devs []crdt.DeviceID
+}
+
+// MarkDelivered raises the delivered marks of devs to seq, durably, in one
+// write; it never lowers one, and seq may not pass LastSeq.
+func (s *Store) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
+	var raise []crdt.DeviceID
+	for _, d := range devs {
+		if d == 0 {
+			return fmt.Errorf("mark store %s delivered: no device: %w", s.dir, crdt.ErrInvalid)
+		}
+		if seq > s.Delivered(d) {
+			raise = append(raise, d)
+		}
+	}
+	if len(raise) == 0 {
 		return ctx.Err()
 	}
 	if last := s.LastSeq(); seq > last {
 		return fmt.Errorf("mark store %s delivered up to %d, past its last change %d: %w", s.dir, seq, last, crdt.ErrInvalid)
 	}
-	if _, err := s.Apply(ctx, Batch{delivered: seq}); err != nil {
+	if _, err := s.Apply(ctx, Batch{delivered: &deliveredReq{seq: seq, devs: raise}}); err != nil {
 		return err
 	}
-	for {
-		old := s.delivered.Load()
-		if seq <= old || s.delivered.CompareAndSwap(old, seq) {
-			return nil
-		}
+	m := &s.delivered
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stored = true
+	for _, d := range raise {
+		m.to[d] = max(m.to[d], seq)
 	}
-}
-
-// markDelivered works out a MarkDelivered in the writer's transaction.
-func (p *plan) markDelivered(seq uint64) error {
-	v, err := getValue(p.txn, keyDelivered)
-	if err != nil {
-		return ioErr(p.s.dir, "read the delivered mark", err)
-	}
-	if old, ok := parseU64(v); ok && old >= seq {
-		return nil
-	}
-	p.writes = append(p.writes, write{key: keyDelivered, val: u64(seq)})
 	return nil
 }
 
-// loadDelivered reads the delivered mark at open. A store made before the
-// mark existed holds none: everything it holds may have been sent, as far
-// as it can tell.
-func (s *Store) loadDelivered(v []byte, last uint64) error {
-	if v == nil {
-		s.delivered.Store(last)
-		return nil
+// markDelivered works out a MarkDelivered in the writer's transaction.
+func (p *plan) markDelivered(r *deliveredReq) error {
+	m := &p.s.delivered
+	m.mu.Lock()
+	base, stored := m.base, m.stored
+	m.mu.Unlock()
+	if !stored {
+		p.writes = append(p.writes, write{key: keyDelivered, val: u64(base)})
 	}
-	d, ok := parseU64(v)
-	if !ok {
-		return corruptf(s.dir, "malformed delivered mark (key %s)", keyName(keyDelivered))
+	for _, d := range r.devs {
+		k := deliveredKey(d)
+		v, err := getValue(p.txn, k)
+		if err != nil {
+			return ioErr(p.s.dir, "read a delivered mark", err)
+		}
+		if old, ok := parseU64(v); ok && old >= r.seq {
+			continue
+		}
+		p.writes = append(p.writes, write{key: k, val: u64(r.seq)})
 	}
-	s.delivered.Store(d)
+	return nil
+}
+
+// loadDelivered reads the delivered marks at open; last is the store's
+// last change.
+func (s *Store) loadDelivered(txn *badger.Txn, last uint64) error {
+	m := &s.delivered
+	m.reset(last, false)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: keyDelivered, PrefetchValues: false})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		k := item.Key()
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return ioErr(s.dir, "read a delivered mark", err)
+		}
+		seq, ok := parseU64(v)
+		switch dev := k[len(keyDelivered):]; {
+		case !ok:
+			return corruptf(s.dir, "malformed delivered mark (key %s)", keyName(k))
+		case len(dev) == 0:
+			m.base, m.stored = seq, true
+		case len(dev) == 8 && dev[0]|dev[1]|dev[2]|dev[3]|dev[4]|dev[5]|dev[6]|dev[7] != 0:
+			m.to[crdt.DeviceID(binary.BigEndian.Uint64(dev))] = seq
+		default:
+			return corruptf(s.dir, "malformed delivered mark key %s", keyName(k))
+		}
+	}
 	return nil
 }

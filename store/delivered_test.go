@@ -11,52 +11,107 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-func TestDeliveredMark(t *testing.T) {
+func TestDeliveredMarks(t *testing.T) {
+	const a, b, c crdt.DeviceID = 0xa, 0xb, 0xc
 	dir := t.TempDir()
 	ctx := context.Background()
-	s, err := Open(ctx, dir, Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
+	s := open(t, dir, Options{})
+	marks := func(want ...uint64) {
+		t.Helper()
+		for i, d := range []crdt.DeviceID{a, b, c} {
+			if got := s.Delivered(d); got != want[i] {
+				t.Errorf("delivered mark of %v is %d, want %d", d, got, want[i])
+			}
+		}
 	}
-	if got := s.Delivered(); got != 0 {
-		t.Fatalf("a new store's delivered mark is %d", got)
-	}
+	marks(0, 0, 0)
 	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 1, 10, 1), pos(t, 2, 10, 1), pos(t, 3, 10, 1)}})
-	if err := s.MarkDelivered(ctx, 4); !errors.Is(err, crdt.ErrInvalid) {
-		t.Errorf("MarkDelivered past LastSeq: %v, want ErrInvalid", err)
+	for _, bad := range []struct {
+		seq  uint64
+		devs []crdt.DeviceID
+	}{{4, []crdt.DeviceID{a}}, {2, []crdt.DeviceID{a, 0}}} {
+		if err := s.MarkDelivered(ctx, bad.seq, bad.devs...); !errors.Is(err, crdt.ErrInvalid) {
+			t.Errorf("MarkDelivered(%d, %v): %v, want ErrInvalid", bad.seq, bad.devs, err)
+		}
 	}
-	if err := s.MarkDelivered(ctx, 2); err != nil {
+	marks(0, 0, 0)
+	if err := s.MarkDelivered(ctx, 2, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.MarkDelivered(ctx, 1); err != nil || s.Delivered() != 2 {
-		t.Fatalf("MarkDelivered(1) after 2: %v, mark %d, want it kept at 2", err, s.Delivered())
+	if err := s.MarkDelivered(ctx, 1, a, b); err != nil {
+		t.Fatal(err)
 	}
+	marks(2, 1, 0)
+	if err := s.MarkDelivered(ctx, 1, a); err != nil {
+		t.Fatal(err)
+	}
+	marks(2, 1, 0)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The mark outlives a reopen, and stays where it was though the store
-	// holds more: what was not sent stays unsent.
-	s, err = Open(ctx, dir, Options{Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := s.Delivered(); got != 2 {
-		t.Fatalf("delivered mark %d after a reopen, want 2", got)
-	}
+	// The marks outlive a reopen, and stay where they were though the
+	// store holds more: what was not sent stays unsent.
+	s = open(t, dir, Options{})
+	marks(2, 1, 0)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// A store made before the mark existed may have sent all it holds.
+
+	// A store made before the marks may have sent all it holds to anyone,
+	// and stays so after it holds more: its first mark keeps the base.
 	db, err := badger.Open(Options{}.withDefaults().badger(filepath.Join(dir, "db")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(func(txn *badger.Txn) error { return txn.Delete(keyDelivered) }); err != nil {
+	err = db.Update(func(txn *badger.Txn) error {
+		for _, k := range [][]byte{keyDelivered, deliveredKey(a), deliveredKey(b)} {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
 		t.Fatal(err)
 	}
-	db.Close()
 	s = open(t, dir, Options{})
-	if got := s.Delivered(); got != 3 {
-		t.Fatalf("delivered mark %d of a store without one, want its last change 3", got)
+	marks(3, 3, 3)
+	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 4, 10, 1), pos(t, 5, 10, 1)}})
+	if err := s.MarkDelivered(ctx, 5, a); err != nil {
+		t.Fatal(err)
+	}
+	marks(5, 3, 3)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	marks(5, 3, 3)
+}
+
+func TestDeliveredMarkDamaged(t *testing.T) {
+	for name, k := range map[string][]byte{
+		"value": deliveredKey(0xa),
+		"key":   append(append([]byte(nil), keyDelivered...), 1, 2, 3),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir, Options{})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := badger.Open(Options{}.withDefaults().badger(filepath.Join(dir, "db")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = db.Update(func(txn *badger.Txn) error { return txn.Set(k, []byte{1, 2}) })
+			db.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Open(context.Background(), dir, Options{Logger: testLogger(t)}); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("open with a damaged delivered mark: %v, want ErrCorrupt", err)
+			}
+		})
 	}
 }

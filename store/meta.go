@@ -73,10 +73,7 @@ func (s *Store) loadMeta(db *badger.DB) error {
 		if s.lastSeq, err = s.lastSeqIn(txn); err != nil {
 			return err
 		}
-		if v, err = getValue(txn, keyDelivered); err != nil {
-			return ioErr(s.dir, "read the delivered mark", err)
-		}
-		return s.loadDelivered(v, s.lastSeq)
+		return s.loadDelivered(txn, s.lastSeq)
 	})
 }
 
@@ -103,6 +100,7 @@ func (s *Store) create(db *badger.DB) error {
 	if err != nil {
 		return ioErr(s.dir, "create the store", err)
 	}
+	s.delivered.reset(0, true)
 	s.log.Info("created a new store", "dir", s.dir, "epoch", s.epoch)
 	return nil
 }

@@ -61,7 +61,7 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		p.writes = append(p.writes, write{key: cursorKey(b.forget), del: true})
 		return p, nil
 	}
-	if b.delivered != 0 {
+	if b.delivered != nil {
 		return p, p.markDelivered(b.delivered)
 	}
 	if b.skipPast != 0 {

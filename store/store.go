@@ -31,8 +31,8 @@ type Store struct {
 	log   *slog.Logger
 	lock  *os.File // locked (lockFile) for the Store's lifetime, across idle closes
 	epoch uint64
-	// delivered is the delivered mark (delivered.go).
-	delivered atomic.Uint64
+	// delivered holds the delivered marks (delivered.go).
+	delivered deliveredMarks
 
 	// What the store serves from memory: the last durable sequence number,
 	// the clock high-water mark, and the channel Watch hands out.

@@ -8,19 +8,22 @@ import (
 
 // RestoreWrites: a device restored from a copy of its whole data dir
 // (journal and all, so its store cannot tell) writes more than it lost
-// before it meets the others. node3's copy is made while it is stopped;
-// then it writes a shelf of books that everyone merges, so the others'
-// cursors into node3 pass the copy's end. Cut off from the LAN, node3 is
-// stopped, its copy put back and started, and it writes more books than it
-// lost, at sequence numbers the others' cursors have passed, deletes some
-// of them, and restarts. Once the LAN heals, every device must show every book and
-// every delete, and collect the deletes: the others find node3 behind
-// their cursors and pull all of it again.
+// before it meets the others, and meets them one at a time. node3's copy
+// is made while it is stopped; then it writes a shelf of books that
+// everyone merges, so the others' cursors into node3 pass the copy's end.
+// Cut off from the LAN, node3 is stopped, its copy put back and started,
+// and it writes more books than it lost, at sequence numbers the others'
+// cursors have passed, deletes some of them, and restarts. It meets node2
+// alone, restarts again, then meets node1 alone: node1 must get every book
+// from node3 itself, though node3 has sent its new changes to node2 since
+// the copy. Once the LAN heals, every device must show every book and
+// every delete, and collect the deletes.
 func RestoreWrites(t TB, p Params, r *Report) {
 	nt := New(t, 3)
 	nodes := nt.Nodes()
-	c := nt.Node(3)
+	a, b, c := nt.Node(1), nt.Node(2), nt.Node(3)
 	const lost, fresh, deleted = 100, 300, 20
+	const all = lost + fresh - deleted
 
 	backup := c.DataDir() + ".old"
 	t.Cleanup(func() { _ = os.RemoveAll(backup) })
@@ -46,9 +49,27 @@ func RestoreWrites(t TB, p Params, r *Report) {
 		c.Delete(BookKey(fmt.Sprintf("restore-writes fresh %d", i)))
 	}
 	c.Restart() // what it wrote is from an earlier run when it meets the others
+
+	nt.Isolate(a) // node3 meets node2 alone
+	first := WaitFor(t, healTimeout, func() (bool, string) { return countsAre([]*Node{b, c}, all, deleted) })
+	c.Restart()
+	nt.Isolate(b) // then node1 alone, which can only learn node3's books from node3
+	second := WaitFor(t, healTimeout, func() (bool, string) { return booksAre([]*Node{a, c}, all) })
+	Hold(t, 3*time.Second, func() (bool, string) { return booksAre([]*Node{a, c}, all) })
+
 	nt.Heal()
-	took := WaitFor(t, healTimeout, func() (bool, string) { return countsAre(nodes, lost+fresh-deleted, 0) })
-	Hold(t, 3*time.Second, func() (bool, string) { return countsAre(nodes, lost+fresh-deleted, 0) })
-	r.Note(t, "%s, restored from a copy and writing %d books and %d deletes (more than the %d it lost) and restarting before it met the others: every device shows all %d books and collected the deletes %v after the heal",
-		c, fresh, deleted, lost, lost+fresh-deleted, took.Round(time.Millisecond))
+	took := WaitFor(t, healTimeout, func() (bool, string) { return countsAre(nodes, all, 0) })
+	Hold(t, 3*time.Second, func() (bool, string) { return countsAre(nodes, all, 0) })
+	r.Note(t, "%s, restored from a copy and writing %d books and %d deletes (more than the %d it lost), restarting, meeting %s alone (both had all %d books %v later), restarting again and meeting %s alone: %s had all %d books %v later; every device collected the deletes %v after the heal",
+		c, fresh, deleted, lost, b, all, first.Round(time.Millisecond), a, a, all, second.Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// booksAre reports whether each node shows that many books on its shelf.
+func booksAre(nodes []*Node, books int) (bool, string) {
+	for _, nd := range nodes {
+		if got := nd.Status().Counts.Books; got != books {
+			return false, fmt.Sprintf("%s shows %d books, want %d", nd, got, books)
+		}
+	}
+	return true, ""
 }

@@ -229,9 +229,9 @@ func (s *source) Cursor(context.Context, crdt.DeviceID) (uint64, uint64, error) 
 
 // SkipPast and the delivered mark have nothing to do: the source never
 // goes back.
-func (s *source) SkipPast(context.Context, uint64) error      { return nil }
-func (s *source) Delivered() uint64                           { return s.n }
-func (s *source) MarkDelivered(context.Context, uint64) error { return nil }
+func (s *source) SkipPast(context.Context, uint64) error                        { return nil }
+func (s *source) Delivered(crdt.DeviceID) uint64                                { return s.n }
+func (s *source) MarkDelivered(context.Context, uint64, ...crdt.DeviceID) error { return nil }
 
 // ApplyRemote drops what the target sends: the flood only takes.
 func (s *source) ApplyRemote(context.Context, crdt.DeviceID, uint64, uint64, []crdt.Entry) error {
