@@ -281,11 +281,11 @@ func (d *cDevice) snapshot() cState {
 // whole data directory, is treated as a new epoch once a peer finds it
 // behind, so that every peer pulls all of it again. The code keeps the
 // epoch and gets the same: a puller whose cursor into the store lies past
-// what the device can have sent it (its delivered mark, restored with the
-// copy, or what it sent that puller since it started: peer.Node.Delivered)
-// is sent everything again, later changes are numbered after that cursor
-// (store.Store.SkipPast), and collection trusts no such cursor until its
-// device has pulled again (Stability.Distrust).
+// what the device can have sent it (its delivered mark for that puller,
+// restored with the copy: peer.Node.Delivered) is sent everything again,
+// later changes are numbered after that cursor (store.Store.SkipPast),
+// and collection trusts no such cursor until its device has pulled again
+// (Stability.Distrust).
 func (s *collectSim) restore(d *cDevice, b cState, dbOnly bool) {
 	seq, epoch, collected := d.seq, d.epoch, d.collected
 	// Copies taken before this restore are not restored later: one that
