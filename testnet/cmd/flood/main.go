@@ -19,7 +19,10 @@
 // The GETs are timed by a child process (this command with -meter), so
 // that the CPU this process spends making and encrypting records cannot
 // delay the timing goroutine: the latencies are the target's, not this
-// tool's scheduling.
+// tool's scheduling. With -control it also times, after each book, a GET
+// that reads nothing from the store (/v1/openapi.json): what the target's
+// process as a whole adds (CPU, the collector, the kernel), apart from its
+// reads.
 package main
 
 import (
@@ -59,10 +62,11 @@ func main() {
 	every := flag.Duration("every", 10*time.Millisecond, "interval between GETs")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "log the peer layer")
+	control := flag.Bool("control", false, "also time a GET that reads nothing from the store (/v1/openapi.json) after each book")
 	meterMode := flag.Bool("meter", false, "internal: time GETs on -socket for a parent flood (books stored read from stdin, one latency a line on stdout)")
 	flag.Parse()
 	if *meterMode {
-		if err := meterChild(*socket, *every); err != nil {
+		if err := meterChild(*socket, *every, *control); err != nil {
 			fmt.Fprintln(os.Stderr, "flood -meter:", err)
 			os.Exit(1)
 		}
@@ -77,13 +81,13 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := run(ctx, *invite, *n, *socket, *pid, *every, *verbose); err != nil {
+	if err := run(ctx, *invite, *n, *socket, *pid, *every, *control, *verbose); err != nil {
 		fmt.Fprintln(os.Stderr, "flood:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, code string, n uint64, socket string, pid int, every time.Duration, verbose bool) error {
+func run(ctx context.Context, code string, n uint64, socket string, pid int, every time.Duration, control, verbose bool) error {
 	inv, err := peer.DecodeInvite(code)
 	if err != nil {
 		return err
@@ -121,7 +125,7 @@ func run(ctx context.Context, code string, n uint64, socket string, pid int, eve
 
 	m := &meter{}
 	if cl != nil {
-		stopMeter, err := m.start(socket, every)
+		stopMeter, err := m.start(socket, every, control)
 		if err != nil {
 			return err
 		}
@@ -247,8 +251,9 @@ type meter struct {
 }
 
 type sample struct {
-	lat  []time.Duration
-	errs int
+	lat     []time.Duration
+	errs    int
+	control []time.Duration // -control
 }
 
 // setApplied tells the meter how many books the target has stored.
@@ -260,12 +265,12 @@ func (m *meter) setApplied(a uint64) {
 
 // start runs the GETs in a child process (this command with -meter) and
 // collects what it times; stop ends it.
-func (m *meter) start(socket string, every time.Duration) (stop func(), err error) {
+func (m *meter) start(socket string, every time.Duration, control bool) (stop func(), err error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "-meter", "-socket", socket, "-every", every.String())
+	cmd := exec.Command(self, "-meter", "-socket", socket, "-every", every.String(), fmt.Sprintf("-control=%v", control))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -284,12 +289,12 @@ func (m *meter) start(socket string, every time.Duration) (stop func(), err erro
 		defer close(done)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			var us int64
+			us, ctl := int64(0), int64(-1)
 			var failed int
-			if _, err := fmt.Sscan(sc.Text(), &us, &failed); err != nil {
+			if _, err := fmt.Sscan(sc.Text(), &us, &failed, &ctl); err != nil {
 				continue
 			}
-			m.add(time.Duration(us)*time.Microsecond, failed != 0)
+			m.add(time.Duration(us)*time.Microsecond, failed != 0, time.Duration(ctl)*time.Microsecond)
 		}
 	}()
 	return func() {
@@ -299,7 +304,8 @@ func (m *meter) start(socket string, every time.Duration) (stop func(), err erro
 	}, nil
 }
 
-func (m *meter) add(d time.Duration, failed bool) {
+// add records a book GET, and a control GET if ctl is not negative.
+func (m *meter) add(d time.Duration, failed bool, ctl time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, s := range []*sample{&m.cur, &m.all} {
@@ -307,14 +313,18 @@ func (m *meter) add(d time.Duration, failed bool) {
 		if failed {
 			s.errs++
 		}
+		if ctl >= 0 {
+			s.control = append(s.control, ctl)
+		}
 	}
 }
 
 // meterChild is the -meter process: it requests one book every interval,
 // a book the target has already stored (the parent writes how many to
 // stdin), else (before the first is stored) one that does not exist, and
-// writes each latency in microseconds and whether it failed to stdout.
-func meterChild(socket string, every time.Duration) error {
+// writes each latency in microseconds, whether it failed, and the control
+// GET's latency (-1 without control) to stdout.
+func meterChild(socket string, every time.Duration, control bool) error {
 	if socket == "" {
 		return errors.New("-socket is required")
 	}
@@ -356,7 +366,14 @@ func meterChild(socket string, every time.Duration) error {
 		if failed {
 			f = 1
 		}
-		fmt.Fprintf(w, "%d %d\n", d.Microseconds(), f)
+		ctl := int64(-1)
+		if control {
+			start := time.Now()
+			if err := cl.DoRaw(ctx, "GET", "/v1/openapi.json", nil, nil, io.Discard); err == nil {
+				ctl = time.Since(start).Microseconds()
+			}
+		}
+		fmt.Fprintf(w, "%d %d %d\n", d.Microseconds(), f, ctl)
 		if err := w.Flush(); err != nil {
 			return err
 		}
@@ -372,11 +389,13 @@ func (m *meter) window() sample {
 	return w
 }
 
-func (s sample) pct(p int) time.Duration {
-	if len(s.lat) == 0 {
+func (s sample) pct(p int) time.Duration { return pct(s.lat, p) }
+
+func pct(lat []time.Duration, p int) time.Duration {
+	if len(lat) == 0 {
 		return 0
 	}
-	l := slices.Clone(s.lat)
+	l := slices.Clone(lat)
 	slices.Sort(l)
 	return l[min(len(l)-1, len(l)*p/100)].Round(10 * time.Microsecond)
 }
@@ -397,6 +416,9 @@ func (m *meter) summary(start time.Time, sent, applied uint64, peakKB int64) err
 		sent, el.Round(time.Millisecond), float64(sent)/el.Seconds(), applied, float64(applied)/el.Seconds())
 	if len(all.lat) > 0 {
 		fmt.Printf("single-book GETs: n=%d p50 %v p99 %v max %v errors %d\n", len(all.lat), all.pct(50), all.pct(99), all.max(), all.errs)
+	}
+	if len(all.control) > 0 {
+		fmt.Printf("control GETs (no store read): n=%d p50 %v p99 %v max %v\n", len(all.control), pct(all.control, 50), pct(all.control, 99), slices.Max(all.control).Round(10*time.Microsecond))
 	}
 	if peakKB > 0 {
 		fmt.Printf("target peak RSS %.0f MB\n", float64(peakKB)/1024)
