@@ -62,7 +62,7 @@ func main() {
 	every := flag.Duration("every", 10*time.Millisecond, "interval between GETs")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	verbose := flag.Bool("v", false, "log the peer layer")
-	control := flag.Bool("control", false, "also time a GET that reads nothing from the store (/v1/openapi.json) after each book")
+	control := flag.Bool("control", false, "also time a GET that reads nothing from the store (/v1/openapi.json) after each book: a second request every interval, which adds load of its own")
 	meterMode := flag.Bool("meter", false, "internal: time GETs on -socket for a parent flood (books stored read from stdin, one latency a line on stdout)")
 	flag.Parse()
 	if *meterMode {
