@@ -592,13 +592,6 @@ func trailingGaps(gaps []uint64, span uint64) bool {
 	return true
 }
 
-// noteRegression checks a puller's hello against our cursor into its store.
-// A hello says how far the puller's store goes; if that is behind our cursor
-// into the same epoch, its store went back in time (restored from an old
-// copy) and our cursor would skip everything it writes until its sequence
-// passes the old one. So our pull from it starts over from 0. The puller's
-// hello is the first thing it sends on a connection, before it merges
-// anything from us, which is what makes its Last trustworthy here.
 // storeWentBack checks a puller's cursor into our store's epoch against
 // how far it can have pulled it (Delivered). A cursor past that is from a
 // state of our store that is gone: it went back under the same epoch (its
@@ -659,6 +652,13 @@ func (n *Node) reserve(ctx context.Context, dev crdt.DeviceID, seq uint64) error
 	return nil
 }
 
+// noteRegression checks a puller's hello against our cursor into its store.
+// A hello says how far the puller's store goes; if that is behind our cursor
+// into the same epoch, its store went back in time (restored from an old
+// copy) and our cursor would skip everything it writes until its sequence
+// passes the old one. So our pull from it starts over from 0. The puller's
+// hello is the first thing it sends on a connection, before it merges
+// anything from us, which is what makes its Last trustworthy here.
 func (n *Node) noteRegression(ctx context.Context, remote lpeer.ID, theirs hello) {
 	epoch, seq, err := n.store.Cursor(ctx, DeviceIDOf(remote))
 	if err != nil || epoch != theirs.Epoch || theirs.Last >= seq {
