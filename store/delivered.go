@@ -32,9 +32,12 @@ func deliveredKey(d crdt.DeviceID) []byte {
 }
 
 // deliveredMarks is the store's copy of its delivered marks in memory.
+// raising serializes MarkDelivered, so that while one is written the marks
+// in memory are those in the database, and its plan needs to read none.
 type deliveredMarks struct {
-	mu   sync.Mutex
-	base uint64
+	raising sync.Mutex
+	mu      sync.Mutex
+	base    uint64
 	// stored says the base mark is in the database; a store made before
 	// the marks writes it with its first mark.
 	stored bool
@@ -66,6 +69,9 @@ type deliveredReq struct {
 // MarkDelivered raises the delivered marks of devs to seq, durably, in one
 // write; it never lowers one, and seq may not pass LastSeq.
 func (s *Store) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
+	m := &s.delivered
+	m.raising.Lock()
+	defer m.raising.Unlock()
 	var raise []crdt.DeviceID
 	for _, d := range devs {
 		if d == 0 {
@@ -84,7 +90,6 @@ func (s *Store) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.Devi
 	if _, err := s.Apply(ctx, Batch{delivered: &deliveredReq{seq: seq, devs: raise}}); err != nil {
 		return err
 	}
-	m := &s.delivered
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.stored = true
@@ -94,8 +99,9 @@ func (s *Store) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.Devi
 	return nil
 }
 
-// markDelivered works out a MarkDelivered in the writer's transaction.
-func (p *plan) markDelivered(r *deliveredReq) error {
+// markDelivered works out a MarkDelivered in the writer's transaction:
+// r.devs are the devices whose marks are below r.seq (MarkDelivered).
+func (p *plan) markDelivered(r *deliveredReq) {
 	m := &p.s.delivered
 	m.mu.Lock()
 	base, stored := m.base, m.stored
@@ -104,17 +110,8 @@ func (p *plan) markDelivered(r *deliveredReq) error {
 		p.writes = append(p.writes, write{key: keyDelivered, val: u64(base)})
 	}
 	for _, d := range r.devs {
-		k := deliveredKey(d)
-		v, err := getValue(p.txn, k)
-		if err != nil {
-			return ioErr(p.s.dir, "read a delivered mark", err)
-		}
-		if old, ok := parseU64(v); ok && old >= r.seq {
-			continue
-		}
-		p.writes = append(p.writes, write{key: k, val: u64(r.seq)})
+		p.writes = append(p.writes, write{key: deliveredKey(d), val: u64(r.seq)})
 	}
-	return nil
 }
 
 // loadDelivered reads the delivered marks at open; last is the store's
@@ -134,12 +131,13 @@ func (s *Store) loadDelivered(txn *badger.Txn, last uint64) error {
 			return ioErr(s.dir, "read a delivered mark", err)
 		}
 		seq, ok := parseU64(v)
-		switch dev := k[len(keyDelivered):]; {
+		dev := k[len(keyDelivered):]
+		switch {
 		case !ok:
 			return corruptf(s.dir, "malformed delivered mark (key %s)", keyName(k))
 		case len(dev) == 0:
 			m.base, m.stored = seq, true
-		case len(dev) == 8 && dev[0]|dev[1]|dev[2]|dev[3]|dev[4]|dev[5]|dev[6]|dev[7] != 0:
+		case len(dev) == 8 && binary.BigEndian.Uint64(dev) != 0:
 			m.to[crdt.DeviceID(binary.BigEndian.Uint64(dev))] = seq
 		default:
 			return corruptf(s.dir, "malformed delivered mark key %s", keyName(k))

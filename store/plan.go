@@ -62,7 +62,8 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		return p, nil
 	}
 	if b.delivered != nil {
-		return p, p.markDelivered(b.delivered)
+		p.markDelivered(b.delivered)
+		return p, nil
 	}
 	if b.skipPast != 0 {
 		return p, p.skip(b.skipPast)
