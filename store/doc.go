@@ -128,12 +128,14 @@
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
 // 2-core Linux machine the peak is 85-95 MB: 41-46 MB of Go heap, 17 MB of
 // table pages and 25 MB of the program's own text (100-104 MB with the
-// trimmer checking every 100 ms, above 4 MB; 206-246 MB before the snapshot reads,
-// the trimmer without a listing and the daemon's process settings; 435 MB
-// before the trimmer). GETs take 56-61 ms at the 99th percentile and the
-// flood goes at 3.2-4.6k records a second there; on a faster 2-core
-// machine, 35-41 ms (55-82 ms before) and 10-15k records a second instead
-// of 21-30k.
+// trimmer checking every 100 ms, above 4 MB; 206-246 MB before the
+// snapshot reads, the trimmer without a listing and the daemon's process
+// settings; 435 MB before the trimmer). GETs take 45-61 ms at the 99th
+// percentile and the flood goes at 3.2-4.6k records a second there; on a
+// faster 2-core machine, 35-41 ms (55-82 ms before) and 10-15k records a
+// second instead of 21-30k. flood -control shows where a GET's time goes:
+// one that reads nothing from the store took 17-29 ms at the 99th
+// percentile in the same flood.
 //
 // While open, badger keeps timers (a 2-second allocator pool ticker, two
 // 1-minute tickers and the compactors' 50 ms tickers) that no option
