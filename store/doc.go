@@ -103,12 +103,13 @@
 //   - Mapped tables. badger reads and writes its tables through memory
 //     maps, so every page it touched would stay in the resident set: after
 //     a million records, the whole 270 MB database. While the database is
-//     open, a trimmer (mapped.go) pages out the tables' resident pages
-//     when they have grown by 2 MB, checked every 25 ms while they grow
-//     and every 400 ms while they do not, without listing the tables
-//     (a listing reads every table's index through its map, which put about
-//     40 MB back at a million records). On Linux and Android only;
-//     elsewhere the OS has no list of a process's mappings to find them.
+//     open, a trimmer (mapped.go) drops the process's mappings of the
+//     tables' data pages when they have grown by 2 MB, checked every 25 ms
+//     while they grow and every 400 ms while they do not. The pages stay in
+//     the page cache, so reads do not go to the disk, and each table's
+//     index and bloom filter stay mapped (10 MB at a million records). On
+//     Linux and Android only; elsewhere the OS has no list of a process's
+//     mappings to find them.
 //   - Stalls. Every badger read waits for every commit that has taken its
 //     timestamp, so a commit that badger stalls (level 0 full) stalls every
 //     read. The writer instead waits before it commits while level 0 is
@@ -126,16 +127,20 @@
 //
 // testnet/cmd/flood measures it: a member offering a million records, the
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
-// 2-core Linux machine the peak is 85-95 MB: 41-46 MB of Go heap, 17 MB of
-// table pages and 25 MB of the program's own text (100-104 MB with the
-// trimmer checking every 100 ms, above 4 MB; 206-246 MB before the
-// snapshot reads, the trimmer without a listing and the daemon's process
-// settings; 435 MB before the trimmer). GETs take 45-61 ms at the 99th
-// percentile and the flood goes at 3.2-4.6k records a second there; on a
-// faster 2-core machine, 35-41 ms (55-82 ms before) and 10-15k records a
-// second instead of 21-30k. flood -control shows where a GET's time goes:
-// one that reads nothing from the store took 17-29 ms at the 99th
-// percentile in the same flood.
+// 2-core Linux machine the peak is 106-116 MB: 53-56 MB of Go heap (badger's
+// table builders and their 3 MB index buffers, memtables, and 11 MB of
+// record provenance, peer/knowledge.go), 10-20 MB of table pages and 25 MB
+// of the program's own text. The same build that peaks at 106-114 MB there
+// today peaked at 91-93 MB on an earlier day, when the machine's disk
+// synced about four times faster; the likely reason is that the builders a
+// compaction keeps in flight wait for their tables to sync (206-246 MB
+// before the snapshot reads and the daemon's process settings; 435 MB
+// before the trimmer).
+// GETs take 40-42 ms at the 99th percentile and 2.1 ms at the median, and
+// the flood goes at 7.8-8.6k records a second (47-50 ms, 3.7-3.9 ms and
+// 4.1-4.3k paging the tables out, mapped.go). flood -control shows where a
+// GET's time goes: one that reads nothing from the store took 17-29 ms at
+// the 99th percentile in the same flood.
 //
 // While open, badger keeps timers (a 2-second allocator pool ticker, two
 // 1-minute tickers and the compactors' 50 ms tickers) that no option

@@ -1,7 +1,10 @@
 package store
 
 import (
-	"errors"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -17,38 +20,45 @@ import (
 // RSS, and on a phone a process's RSS is what the system kills it for.
 //
 // So while the database is open, a trimmer checks the mapped file pages
-// (a read of /proc/self/statm) and pages out the tables' resident pages
-// when they have grown by trimAbove since it last did. It checks every
-// trimFast while they grow, for a compaction maps tens of MB within a few
-// hundred ms: checked every 100 ms above 4 MB, the table pages peaked at
-// 28 MB in a flood of a million records and the process at 100-104 MB;
-// every 25 ms above 2 MB, at 17 MB and 85-92 MB (85-95 MB with the back
-// off). While they do not grow it backs off to trimSlow, as a tick every
-// 25 ms doubled what an open, idle store costs: 1.8% of a core and 250
-// context switches a second with a check every 100 ms, 3.4% and 770 every
-// 25 ms, 1.3% and 210 backing off (TestMeasureIdle, kept open).
+// (a read of /proc/self/statm) and drops the tables' resident pages from
+// the process's mappings when they have grown by trimAbove since it last
+// did. It checks every trimFast while they grow, for a compaction maps tens
+// of MB within a few hundred ms: checked every 100 ms above 4 MB, the table
+// pages peaked at 28 MB in a flood of a million records and the process at
+// 100-104 MB; every 25 ms above 2 MB, at 17 MB and 85-92 MB (85-95 MB with
+// the back off). While they do not grow it backs off to trimSlow, as a tick
+// every 25 ms doubled what an open, idle store costs: 1.8% of a core and
+// 250 context switches a second with a check every 100 ms, 3.4% and 770
+// every 25 ms, 1.3% and 210 backing off (TestMeasureIdle, kept open).
 //
-// MADV_PAGEOUT (Linux 5.4 and later) writes back what is dirty and lets
-// the kernel reclaim the pages, and it never discards data, so it is safe
-// on any range, even one that badger has unmapped and the process reused
-// since the maps were read. The next read of such a page is read from the
-// disk again. It needs no list of the tables, which matters: listing them
-// (db.Tables) reads a field of every table's index through its map, and the
-// kernel maps up to 64 KB around each fault (fault-around), so a listing
-// puts 64 KB of every table back in the resident set at once, about 40 MB
-// for a store of a million records, which the process's high-water mark
-// keeps.
+// It drops the mappings (MADV_DONTNEED), which leaves the pages in the page
+// cache: the next read of one maps it again without reading the disk, and
+// the kernel reclaims the cache under pressure as it does any file's. That
+// is safe only on a table that stays mapped meanwhile (a range badger has
+// unmapped may hold other memory by then, which the advice would zero), so
+// only tables pinned by an iterator lose their mappings (trim). Paging the
+// tables out (MADV_PAGEOUT), which is safe on any range, also evicts them
+// from the page cache, so every read after a trim came from the disk while
+// compactions wrote to it: in a flood of a million records (testnet/cmd/
+// flood, 2-core machine, same hour) the daemon took 4,100-4,300 records a
+// second and single-book GETs during it 3.7-3.9 ms at the median and 47-50
+// ms at the 99th percentile; dropping the mappings, 7,800-8,600 records a
+// second, 2.1 ms and 40-42 ms. Only the tables a compaction is writing,
+// which join the tree when it ends, are still paged out.
 //
-// Where the advice does nothing, the trimmer falls back to MADV_DONTNEED,
-// which only drops this process's mappings (the pages stay in the page
-// cache) but is safe only on a table that stays mapped meanwhile, hence the
-// listing (trimTables). That is on kernels before 5.4, which refuse
-// MADV_PAGEOUT, and under qemu's user-mode emulation (an arm64 build run on
-// another machine), which accepts it and does nothing: so the first time
-// it trims, the trimmer tries the advice on a file of its own
-// (pageoutWorks). Where the OS has no list of the mappings
-// (dropTablePages), the trimmer does nothing. It runs only while the
-// database is open, so an idle store has no timer from it.
+// Each table keeps its index and bloom filter mapped (the pages from where
+// its data blocks end, tailOffsets): every point read consults them in
+// every table it passes, and listing the tables (db.Tables, to pin them)
+// reads a field of every table's index through its map. Dropped, the
+// listing would map them again, and the kernel maps up to 64 KB around
+// each fault (fault-around): 40 MB at once for a store of a million
+// records, which the process's high-water mark would keep. Kept, they are
+// 10 MB there (600 tables), 1 MB for 100,000 books: the flood's peak RSS
+// was 113-116 MB with them, 106-114 MB paging everything out.
+//
+// Where the OS has no list of the mappings (dropTablePages), the trimmer
+// does nothing. It runs only while the database is open, so an idle store
+// has no timer from it.
 const (
 	trimFast  = 25 * time.Millisecond
 	trimSlow  = 400 * time.Millisecond
@@ -59,19 +69,12 @@ const (
 	trimGrowing = 64 << 10
 )
 
-// errNoPageout is dropTablePages saying that the kernel does not know
-// MADV_PAGEOUT.
-var errNoPageout = errors.New("the kernel cannot page out mapped file pages")
-
 // trimmer is the goroutine that drops table pages while one database
 // handle is open.
 type trimmer struct {
-	stop chan struct{}
-	done chan struct{}
-	// Whether the kernel pages out is asked at the first trim, not
-	// before: most opens of a store never trim. Only the trimmer's
-	// goroutine uses these.
-	probed, noPageout bool
+	stop  chan struct{}
+	done  chan struct{}
+	tails tailOffsets // only the trimmer's goroutine uses it
 }
 
 // startTrimmer starts dropping the table pages of db, until halt.
@@ -117,7 +120,7 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 			every = min(2*every, trimSlow)
 		}
 		if now >= last+trimAbove {
-			if err := t.trim(s, db, dir); err != nil {
+			if err := t.trim(db, dir); err != nil {
 				s.log.Debug("dropping mapped table pages failed", "dir", s.dir, "err", err)
 			}
 			now, _ = mappedFileBytes()
@@ -130,41 +133,17 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 	}
 }
 
-// trim drops the resident pages of the tables in dir once: it pages them
-// all out where the kernel does, else it drops the mappings of db's
-// pinned tables.
-func (t *trimmer) trim(s *Store, db *badger.DB, dir string) error {
-	if !t.probed {
-		t.probed = true
-		// In the store's directory, resolved as dir is: badger's own
-		// holds only its files.
-		works, err := pageoutWorks(filepath.Dir(dir))
-		switch {
-		case err != nil:
-			s.log.Debug("could not tell whether the kernel pages out; trying it on the tables", "dir", s.dir, "err", err)
-		case !works:
-			t.noPageout = true
-			s.log.Debug("the kernel does not page out mapped file pages; dropping the tables' mappings instead", "dir", s.dir)
-		}
-	}
-	if !t.noPageout {
-		err := dropTablePages(dir, nil)
-		if !errors.Is(err, errNoPageout) {
-			return err
-		}
-		t.noPageout = true
-	}
-	return trimTables(db, dir)
-}
-
-// trimTables drops the mapped pages of db's live tables. A table must not
-// be unmapped while its range is advised (the range could be reused by
-// other memory by then), so only tables pinned for the duration are
-// touched: an iterator holds a reference to every table of the tree when
-// it was made, and a table listed both before and after the iterator was
-// made was in the tree when it was, so it stays mapped until the iterator
-// closes, whatever the compactors do meanwhile.
-func trimTables(db *badger.DB, dir string) error {
+// trim drops the mappings of the resident data pages of db's live tables
+// once, keeping their indexes mapped. A table must not be unmapped while
+// its mapping is dropped (the range could be reused by other memory by
+// then), so only tables pinned for the duration lose their mappings: an
+// iterator holds a reference to every table of the tree when it was made,
+// and a table listed both before and after the iterator was made was in
+// the tree when it was, so it stays mapped until the iterator closes,
+// whatever the compactors do meanwhile. The others (the tables a
+// compaction is writing, which join the tree only when it ends, tens of MB
+// for a large one) are paged out (dropTablePages).
+func (t *trimmer) trim(db *badger.DB, dir string) error {
 	before := db.Tables()
 	txn := db.NewTransaction(false)
 	defer txn.Discard()
@@ -172,13 +151,105 @@ func trimTables(db *badger.DB, dir string) error {
 	defer it.Close()
 	after := db.Tables()
 	pinned := make(map[uint64]bool, len(after))
-	for _, t := range after {
-		pinned[t.ID] = false
+	for _, tb := range after {
+		pinned[tb.ID] = false
 	}
-	for _, t := range before {
-		if _, ok := pinned[t.ID]; ok {
-			pinned[t.ID] = true
+	for _, tb := range before {
+		if _, ok := pinned[tb.ID]; ok {
+			pinned[tb.ID] = true
 		}
 	}
-	return dropTablePages(dir, func(id uint64) bool { return pinned[id] })
+	t.tails.keep(pinned)
+	return dropTablePages(dir, func(id uint64, path string) (uint64, bool) {
+		if !pinned[id] {
+			// Maybe still being written: its footer is read again
+			// next time.
+			return dataLen(path), false
+		}
+		return t.tails.dataLen(id, path), true
+	})
+}
+
+// tailOffsets remembers the dataLen of each table in the tree: tables never
+// change once written, and their ids are never reused.
+type tailOffsets map[uint64]uint64
+
+// dataLen is dataLen(path), read the first time only.
+func (o *tailOffsets) dataLen(id uint64, path string) uint64 {
+	if n, ok := (*o)[id]; ok {
+		return n
+	}
+	if *o == nil {
+		*o = make(tailOffsets)
+	}
+	n := dataLen(path)
+	(*o)[id] = n
+	return n
+}
+
+// dataLen is the length of the table at path's data pages: its data blocks,
+// rounded down to a page, without its index and bloom filter. If its footer
+// does not tell (a damaged table, which badger fails to read anyway, or
+// one still being written), it is the whole table.
+func dataLen(path string) uint64 {
+	n, err := tableDataLen(path)
+	if err != nil {
+		return math.MaxUint64
+	}
+	return n
+}
+
+// keep forgets the tables not in live, once there are more of them than
+// live tables: compactions replace every table in time.
+func (o tailOffsets) keep(live map[uint64]bool) {
+	if len(o) <= 2*len(live) {
+		return
+	}
+	for id := range o {
+		if _, ok := live[id]; !ok {
+			delete(o, id)
+		}
+	}
+}
+
+// tableDataLen reads where the index of the badger table at path begins
+// from its footer (..., index, index length, checksum, checksum length; the
+// lengths big-endian uint32) and returns it rounded down to a page. It
+// reads the file, not the table's mapping, so it maps nothing.
+func tableDataLen(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	pos := fi.Size() - 4
+	u32At := func(at int64) (int64, error) {
+		var b [4]byte
+		if at < 0 {
+			return 0, fmt.Errorf("table %s: footer runs past the start of the file", path)
+		}
+		if _, err := f.ReadAt(b[:], at); err != nil {
+			return 0, fmt.Errorf("table %s: read its footer: %w", path, err)
+		}
+		return int64(binary.BigEndian.Uint32(b[:])), nil
+	}
+	checksumLen, err := u32At(pos)
+	if err != nil {
+		return 0, err
+	}
+	pos -= checksumLen + 4
+	indexLen, err := u32At(pos)
+	if err != nil {
+		return 0, err
+	}
+	start := pos - indexLen
+	if start < 0 {
+		return 0, fmt.Errorf("table %s: index of %d bytes runs past the start of the file", path, indexLen)
+	}
+	page := int64(os.Getpagesize())
+	return uint64(start / page * page), nil
 }

@@ -1,18 +1,19 @@
 package store
 
 import (
+	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/table"
 
 	"github.com/danyue/danyue/crdt"
 )
@@ -46,6 +47,16 @@ func TestParseMapsLine(t *testing.T) {
 // residentTables is the resident size of this process's mappings of the
 // tables in dir.
 func residentTables(t *testing.T, dir string) (kb int64) {
+	t.Helper()
+	for _, n := range residentByTable(t, dir) {
+		kb += n
+	}
+	return kb
+}
+
+// residentByTable is the resident size of each of this process's mappings
+// of the tables in dir, by path.
+func residentByTable(t *testing.T, dir string) map[string]int64 {
 	t.Helper()
 	kb, err := residentKB(func(path string) bool { return filepath.Dir(path) == dir && strings.HasSuffix(path, ".sst") })
 	if err != nil {
@@ -100,102 +111,110 @@ func haltTrimmer(s *Store) {
 	s.trim = nil
 }
 
-// trimWay is one way the trimmer drops table pages.
-type trimWay struct {
-	name    string
-	trim    func(s *Store, db *badger.DB, dir string) error
-	pageout bool // works only where pageoutWorks
-}
-
-// trims are the ways the trimmer drops table pages: paging out every
-// table, where the kernel can, else dropping the mappings of the tables an
-// iterator pins, and the trimmer's own choice between the two. Each call
-// makes a new trimmer, which probes the kernel at its first trim.
-func trims() []trimWay {
-	tr := new(trimmer)
-	return []trimWay{
-		{"page out", func(_ *Store, _ *badger.DB, dir string) error { return dropTablePages(dir, nil) }, true},
-		{"pinned", func(_ *Store, db *badger.DB, dir string) error { return trimTables(db, dir) }, false},
-		{"trimmer", tr.trim, false},
+func TestTrimTablesDropsResidentPages(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	const books = 10_000
+	fill(t, s, books)
+	db, dir := tablesOf(t, s)
+	if got := countBooks(t, s); got != books { // reads every table
+		t.Fatalf("%d books, want %d", got, books)
+	}
+	before := residentTables(t, dir)
+	if before < 1024 {
+		t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
+	}
+	if err := new(trimmer).trim(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	after := residentTables(t, dir)
+	t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
+	if after > before/4 {
+		t.Errorf("resident tables %d KiB after trimming, %d KiB before", after, before)
+	}
+	// The pages come back from the page cache: nothing is lost.
+	if got := countBooks(t, s); got != books {
+		t.Errorf("%d books after trimming, want %d", got, books)
 	}
 }
 
-// probePageout asks pageoutWorks in dir, checking that it leaves no file
-// there.
-func probePageout(t *testing.T, dir string) bool {
-	t.Helper()
-	names := func() []string {
-		ents, err := os.ReadDir(dir)
+// After a trim the tables' indexes stay mapped, so that pinning them again
+// (db.Tables reads every table's index) maps nothing more: dropped, every
+// table would come back with the pages the kernel maps around a fault.
+func TestTrimKeepsIndexesMapped(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	fill(t, s, 10_000)
+	db, dir := tablesOf(t, s)
+	countBooks(t, s)
+	tr := new(trimmer)
+	if err := tr.trim(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	trimmed := residentByTable(t, dir)
+	db.Tables()
+	listed := residentByTable(t, dir)
+	n := 0
+	for path, kb := range trimmed {
+		if was, ok := listed[path]; ok {
+			n++
+			if was > kb {
+				t.Errorf("%s: %d KiB resident after a trim, %d KiB after listing the tables", filepath.Base(path), kb, was)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no table mapped through both reads: nothing to test")
+	}
+	if len(tr.tails) == 0 {
+		t.Error("the trimmer remembers no table's index")
+	}
+}
+
+func TestTableDataLen(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	fill(t, s, 10_000)
+	db, dir := tablesOf(t, s)
+	page := uint64(os.Getpagesize())
+	// The memtables reach level 0 in the background.
+	var tables []badger.TableInfo
+	for deadline := time.Now().Add(10 * time.Second); len(tables) == 0; tables = db.Tables() {
+		if time.Now().After(deadline) {
+			t.Fatal("no tables after 10 s: nothing to test")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, tb := range tables {
+		path := table.NewFilename(tb.ID, dir)
+		fi, err := os.Stat(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out []string
-		for _, e := range ents {
-			out = append(out, e.Name())
+		size := uint64(fi.Size())
+		n, err := tableDataLen(path)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return out
+		// The index ends 8 bytes and a checksum of a few bytes before
+		// the end of the file.
+		indexStart := size - uint64(tb.IndexSz) - 8
+		if n%page != 0 || n > indexStart || n+page+64 < indexStart {
+			t.Errorf("table %d (%d bytes, index of %d bytes): data length %d, want the index's start rounded down to a page", tb.ID, size, tb.IndexSz, n)
+		}
 	}
-	was := names()
-	works, err := pageoutWorks(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if now := names(); !slices.Equal(now, was) {
-		t.Errorf("probing left %v in the store's directory, which held %v", now, was)
-	}
-	return works
-}
 
-// trimOrSkip trims, skipping the test where the kernel cannot page out.
-func trimOrSkip(t *testing.T, trim func(*Store, *badger.DB, string) error, s *Store, db *badger.DB, dir string) error {
-	t.Helper()
-	err := trim(s, db, dir)
-	if errors.Is(err, errNoPageout) {
-		t.Skip("the kernel does not know MADV_PAGEOUT")
-	}
-	return err
-}
-
-func TestTrimTablesDropsResidentPages(t *testing.T) {
-	for _, tt := range trims() {
-		t.Run(tt.name, func(t *testing.T) {
-			s := open(t, t.TempDir(), Options{IdleClose: -1})
-			haltTrimmer(s)
-			const books = 10_000
-			fill(t, s, books)
-			db, dir := tablesOf(t, s)
-			if got := countBooks(t, s); got != books { // reads every table
-				t.Fatalf("%d books, want %d", got, books)
-			}
-			before := residentTables(t, dir)
-			if before < 1024 {
-				t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
-			}
-			works := true
-			if tt.pageout {
-				works = probePageout(t, filepath.Dir(dir))
-			}
-			if err := trimOrSkip(t, tt.trim, s, db, dir); err != nil {
-				t.Fatal(err)
-			}
-			after := residentTables(t, dir)
-			t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
-			// The pages come back from the page cache or the disk:
-			// nothing is lost.
-			if got := countBooks(t, s); got != books {
-				t.Errorf("%d books after trimming, want %d", got, books)
-			}
-			// The probe must agree with what the advice did to the
-			// tables: it decides whether the trimmer uses it.
-			switch dropped := after <= before/4; {
-			case dropped && !works:
-				t.Errorf("resident tables %d KiB after paging out, %d KiB before, yet pageoutWorks says the advice does nothing here", after, before)
-			case !dropped && !works:
-				t.Skipf("MADV_PAGEOUT is accepted and does nothing here (as under qemu's user-mode emulation; %d KiB of tables still resident): the trimmer drops the pinned tables' mappings instead", after)
-			case !dropped:
-				t.Errorf("resident tables %d KiB after trimming, %d KiB before", after, before)
-			}
-		})
+	bad := filepath.Join(t.TempDir(), "000001.sst")
+	for _, footer := range [][]byte{
+		{1, 2},                            // shorter than a length
+		{0, 0, 0, 0xff, 0, 0, 0, 0},       // a checksum longer than the file
+		{0, 0, 0xff, 0, 0, 0, 0, 0, 0, 0}, // an index longer than the file
+	} {
+		if err := os.WriteFile(bad, footer, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := tableDataLen(bad); err == nil {
+			t.Errorf("footer %x: data length %d, want an error", footer, n)
+		}
 	}
 }
 
@@ -203,50 +222,80 @@ func TestTrimTablesDropsResidentPages(t *testing.T) {
 // neither lose nor damage anything (a table unmapped under the advice
 // would, or crash the process).
 func TestTrimTablesUnderCompaction(t *testing.T) {
-	for _, tt := range trims() {
-		t.Run(tt.name, func(t *testing.T) {
-			s := open(t, t.TempDir(), Options{IdleClose: -1, l0Compact: 2})
-			db, dir := tablesOf(t, s)
-			if err := trimOrSkip(t, tt.trim, s, db, dir); err != nil {
-				t.Fatal(err)
+	s := open(t, t.TempDir(), Options{IdleClose: -1, l0Compact: 2})
+	db, dir := tablesOf(t, s)
+	tr := new(trimmer)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if err := tt.trim(s, db, dir); err != nil {
-						t.Error(err)
-						return
-					}
-					time.Sleep(time.Millisecond)
-				}
-			})
-			const books, rounds = 4000, 5
-			for r := range rounds {
-				for i := 0; i < books; i += MaxBatchEntries {
-					entries := make([]crdt.Entry, 0, MaxBatchEntries)
-					for j := i; j < min(books, i+MaxBatchEntries); j++ {
-						entries = append(entries, book(t, j, uint64(1_700_000_000_000+r)))
-					}
-					apply(t, s, Batch{Entries: entries})
-				}
-				if got := countBooks(t, s); got != books {
-					t.Fatalf("round %d: %d books, want %d", r, got, books)
-				}
+			if err := tr.trim(db, dir); err != nil {
+				t.Error(err)
+				return
 			}
-			close(stop)
-			wg.Wait()
-			for i := range books {
-				e, ok := get(t, s, bookID(i))
-				if !ok || e.Book.Title.Value != fmt.Sprintf("Collected Works, volume %d", i) {
-					t.Fatalf("book %d after trimming under compaction: %v %+v", i, ok, e.Book.Title)
-				}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	const books, rounds = 4000, 5
+	for r := range rounds {
+		for i := 0; i < books; i += MaxBatchEntries {
+			entries := make([]crdt.Entry, 0, MaxBatchEntries)
+			for j := i; j < min(books, i+MaxBatchEntries); j++ {
+				entries = append(entries, book(t, j, uint64(1_700_000_000_000+r)))
 			}
-		})
+			apply(t, s, Batch{Entries: entries})
+		}
+		if got := countBooks(t, s); got != books {
+			t.Fatalf("round %d: %d books, want %d", r, got, books)
+		}
 	}
+	close(stop)
+	wg.Wait()
+	for i := range books {
+		e, ok := get(t, s, bookID(i))
+		if !ok || e.Book.Title.Value != fmt.Sprintf("Collected Works, volume %d", i) {
+			t.Fatalf("book %d after trimming under compaction: %v %+v", i, ok, e.Book.Title)
+		}
+	}
+}
+
+// residentKB is the resident size of this process's mappings of the files
+// whose path match says true of, by path, from /proc/self/smaps.
+func residentKB(match func(path string) bool) (map[string]int64, error) {
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	kb := make(map[string]int64)
+	var in string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Rss:"); ok {
+			if in != "" {
+				n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("smaps: %q: %w", line, err)
+				}
+				kb[in] += n
+			}
+			continue
+		}
+		// A mapping's first line; the fields of one have a name ending in
+		// a colon.
+		if f := strings.Fields(line); len(f) >= 5 && !strings.HasSuffix(f[0], ":") {
+			_, _, path, _ := parseMapsLine(line)
+			in = ""
+			if match(path) {
+				in = path
+			}
+		}
+	}
+	return kb, sc.Err()
 }

@@ -8,8 +8,4 @@ func mappedFileBytes() (int64, bool) { return 0, false }
 
 // dropTablePages does nothing here: without a list of the process's
 // mappings (Linux's /proc/self/maps), the tables' ranges are not known.
-func dropTablePages(string, func(uint64) bool) error { return nil }
-
-// pageoutWorks is never asked here: the trimmer stops first, as
-// mappedFileBytes does not tell.
-func pageoutWorks(string) (bool, error) { return false, nil }
+func dropTablePages(string, func(uint64, string) (uint64, bool)) error { return nil }
