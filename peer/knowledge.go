@@ -2,6 +2,8 @@ package peer
 
 import (
 	"context"
+	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
@@ -184,14 +186,24 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 	return out
 }
 
-// maxProvenance bounds the record states remembered (about 60 bytes each).
-const maxProvenance = 1 << 17
+// Provenance is a table of slots in sets of provenanceWays, hashed by
+// state, that doubles while it is less than provenanceMax slots and three
+// quarters full: 40 bytes a slot, 5 MB for as many states as it can hold,
+// where a Go map of them takes 12 MB (and the map was replaced by an empty
+// one when full, the old one garbage until collected). A small library's
+// table takes what it needs.
+const (
+	provenanceWays = 8
+	provenanceMin  = 1 << 10
+	provenanceMax  = 1 << 17
+)
 
 // provenance remembers, by a hash of its encoding, which device sent each
 // record state merged here and at which of its sequence numbers (the
 // record's own on a version 4 stream, else the end of its batch): a sender
 // skips the record for a puller whose full mark of that device covers it.
-// Bounded: when full it is forgotten, which only costs records sent again.
+// Bounded: a full table forgets a state to make room for a new one, which
+// only costs records sent again.
 //
 // Marks are statements about stores that only grow, and tombstone
 // collection is the one way a store shrinks: it takes deleted books out.
@@ -209,8 +221,14 @@ const maxProvenance = 1 << 17
 // delete is relayed as every change was before relays were held back
 // (fanout.go); deletes are rare next to reading positions.
 type provenance struct {
-	mu  sync.Mutex
-	set map[[16]byte]source
+	mu    sync.Mutex
+	slots []provenanceSlot // a power of two of them; an empty one has a zero key
+	used  int
+}
+
+type provenanceSlot struct {
+	key [16]byte
+	src source
 }
 
 type source struct {
@@ -226,29 +244,98 @@ type source struct {
 func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte, entries []crdt.Entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.set == nil {
-		p.set = make(map[[16]byte]source, len(records))
-	}
 	for i, r := range records {
 		if crdt.MayBeCollected(&entries[i]) {
 			continue
 		}
-		if len(p.set) >= maxProvenance {
-			p.set = make(map[[16]byte]source)
+		p.put(echoKey(r), source{dev, mark{epoch, seq(i)}})
+	}
+}
+
+// put stores src under k unless k is there already, in the emptier of
+// k's two sets (two choices keep the sets from overflowing before the
+// table is nearly full). When both are full it grows the table, or at its
+// bound overwrites a slot of the first set chosen by k: what is forgotten
+// is random, which keeps most of what was added last.
+func (p *provenance) put(k [16]byte, src source) {
+	if k == ([16]byte{}) {
+		return // the empty slot's key: not remembered
+	}
+	if len(p.slots) < provenanceMax && 4*(p.used+1) > 3*len(p.slots) {
+		p.grow()
+	}
+	a, b := p.sets(k)
+	free := func(set []provenanceSlot) int {
+		for i := range set {
+			if set[i].key == ([16]byte{}) {
+				return i
+			}
 		}
-		k := echoKey(r)
-		if _, ok := p.set[k]; !ok {
-			p.set[k] = source{dev, mark{epoch, seq(i)}}
+		return len(set)
+	}
+	has := func(s provenanceSlot) bool { return s.key == k }
+	if slices.ContainsFunc(a, has) || slices.ContainsFunc(b, has) {
+		return
+	}
+	fa, fb := free(a), free(b)
+	switch {
+	case fa <= fb && fa < len(a):
+		a[fa] = provenanceSlot{k, src}
+		p.used++
+	case fb < len(b):
+		b[fb] = provenanceSlot{k, src}
+		p.used++
+	case len(p.slots) < provenanceMax:
+		p.grow()
+		p.put(k, src)
+	default:
+		// k[7] is not part of the set's index (its low bits).
+		a[int(k[7])%provenanceWays] = provenanceSlot{k, src}
+	}
+}
+
+// grow doubles the table (or makes it), moving every state over.
+func (p *provenance) grow() {
+	old := p.slots
+	p.slots = make([]provenanceSlot, max(provenanceMin, 2*len(old)))
+	p.used = 0
+	for _, s := range old {
+		if s.key != ([16]byte{}) {
+			p.put(s.key, s.src)
 		}
 	}
 }
 
-// source returns where the record state data came from, if known.
-func (p *provenance) source(data []byte) (source, bool) {
+// sets are k's two sets of slots, by each half of k; the table must have
+// some.
+func (p *provenance) sets(k [16]byte) (a, b []provenanceSlot) {
+	mask := uint64(len(p.slots)/provenanceWays - 1)
+	i := (binary.LittleEndian.Uint64(k[:8]) & mask) * provenanceWays
+	j := (binary.LittleEndian.Uint64(k[8:]) & mask) * provenanceWays
+	return p.slots[i : i+provenanceWays], p.slots[j : j+provenanceWays]
+}
+
+// lookup returns the source stored under k, if any.
+func (p *provenance) lookup(k [16]byte) (source, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	src, ok := p.set[echoKey(data)]
-	return src, ok
+	if len(p.slots) == 0 || k == ([16]byte{}) {
+		return source{}, false
+	}
+	a, b := p.sets(k)
+	for _, set := range [2][]provenanceSlot{a, b} {
+		for _, s := range set {
+			if s.key == k {
+				return s.src, true
+			}
+		}
+	}
+	return source{}, false
+}
+
+// source returns where the record state data came from, if known.
+func (p *provenance) source(data []byte) (source, bool) {
+	return p.lookup(echoKey(data))
 }
 
 // coveredBy reports whether a puller whose full marks are have (by device)
@@ -258,9 +345,7 @@ func (p *provenance) coveredBy(have map[crdt.DeviceID]mark, data []byte) bool {
 	if len(have) == 0 {
 		return false
 	}
-	p.mu.Lock()
-	src, ok := p.set[echoKey(data)]
-	p.mu.Unlock()
+	src, ok := p.lookup(echoKey(data))
 	if !ok {
 		return false
 	}

@@ -1,0 +1,103 @@
+package peer
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// provenanceRecords makes n distinct record encodings and the book entries
+// they stand for (live books, so their states get a provenance).
+func provenanceRecords(from, n int) ([][]byte, []crdt.Entry) {
+	recs := make([][]byte, n)
+	for i := range recs {
+		recs[i] = binary.BigEndian.AppendUint64([]byte("state "), uint64(from+i))
+	}
+	return recs, make([]crdt.Entry, n)
+}
+
+func TestProvenance(t *testing.T) {
+	var p provenance
+	recs, entries := provenanceRecords(0, 5000)
+	seq := func(i int) uint64 { return uint64(100 + i) }
+	p.add(1, 7, seq, recs, entries)
+	// A state sent again by another device keeps its first source.
+	p.add(2, 9, func(int) uint64 { return 1 }, recs[:10], entries[:10])
+	for i, r := range recs {
+		src, ok := p.source(r)
+		if want := (source{1, mark{7, uint64(100 + i)}}); !ok || src != want {
+			t.Fatalf("state %d: source %+v, %v; want %+v", i, src, ok, want)
+		}
+	}
+	if _, ok := p.source([]byte("never sent")); ok {
+		t.Error("a state never added has a source")
+	}
+	have := map[crdt.DeviceID]mark{1: {7, 150}}
+	if !p.coveredBy(have, recs[50]) || p.coveredBy(have, recs[51]) {
+		t.Error("a full mark at 150 must cover the state at 150 and not the one at 151")
+	}
+	if p.coveredBy(map[crdt.DeviceID]mark{1: {8, 1 << 40}}, recs[0]) {
+		t.Error("a mark of another epoch covers a state")
+	}
+	// A state that collection may take out gets no provenance.
+	tomb := crdt.BookEntry(crdt.Book{Deleted: crdt.Timestamp{Wall: 5, Device: 1}})
+	if !crdt.MayBeCollected(&tomb) {
+		t.Fatal("the test's tombstone is not one collection may take")
+	}
+	p.add(1, 7, seq, [][]byte{[]byte("a delete")}, []crdt.Entry{tomb})
+	if _, ok := p.source([]byte("a delete")); ok {
+		t.Error("a state that may be collected has a provenance")
+	}
+}
+
+// The table stays within its bound whatever is added, and keeps what was
+// added last: a relay needs the provenance of the states it merged lately.
+func TestProvenanceBounded(t *testing.T) {
+	var p provenance
+	seq := func(int) uint64 { return 1 }
+	const batch = 512
+	total := 3 * provenanceMax
+	for from := 0; from < total; from += batch {
+		recs, entries := provenanceRecords(from, batch)
+		p.add(1, 1, seq, recs, entries)
+		if len(p.slots) > provenanceMax {
+			t.Fatalf("%d slots after %d states, bound %d", len(p.slots), from+batch, provenanceMax)
+		}
+	}
+	if len(p.slots) != provenanceMax {
+		t.Errorf("%d slots after %d states, want the bound %d", len(p.slots), total, provenanceMax)
+	}
+	// The newest half of a table's worth: a state in a full table is
+	// pushed out by one in 131,072 of the states added after it (1 - 1/e
+	// of them after a table's worth), so about 21% of these are gone.
+	recent, _ := provenanceRecords(total-provenanceMax/2, provenanceMax/2)
+	lost := 0
+	for _, r := range recent {
+		if _, ok := p.source(r); !ok {
+			lost++
+		}
+	}
+	if lost > len(recent)*3/10 {
+		t.Errorf("%d of the last %d states forgotten", lost, len(recent))
+	}
+	t.Logf("%d of the last %d states forgotten", lost, len(recent))
+}
+
+// A library that fits keeps every state: the table grows before a set
+// fills.
+func TestProvenanceKeepsAllThatFit(t *testing.T) {
+	var p provenance
+	n := provenanceMax * 3 / 4
+	recs, entries := provenanceRecords(0, n)
+	p.add(1, 1, func(int) uint64 { return 1 }, recs, entries)
+	lost := 0
+	for _, r := range recs {
+		if _, ok := p.source(r); !ok {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d states forgotten by a table of %d slots", lost, n, len(p.slots))
+	}
+}
