@@ -127,10 +127,10 @@
 //
 // testnet/cmd/flood measures it: a member offering a million records, the
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
-// 2-core Linux machine the peak is 106-116 MB: 53-56 MB of Go heap (badger's
-// table builders and their 3 MB index buffers, memtables, and 11 MB of
-// record provenance, peer/knowledge.go), 10-20 MB of table pages and 25 MB
-// of the program's own text. The same build that peaks at 106-114 MB there
+// 2-core Linux machine the peak is 106-116 MB: 53-56 MB of Go heap (mostly
+// badger's table builders, their 3 MB index buffers and the memtables; the
+// record provenance of peer/knowledge.go, 12 MB of it then, is 5 MB now),
+// 10-20 MB of table pages and 25 MB of the program's own text. The same build that peaks at 106-114 MB there
 // today peaked at 91-93 MB on an earlier day, when the machine's disk
 // synced about four times faster; the likely reason is that the builders a
 // compaction keeps in flight wait for their tables to sync (206-246 MB
