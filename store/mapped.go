@@ -199,8 +199,8 @@ func dataLen(path string) uint64 {
 	return n
 }
 
-// keep forgets the tables not in live, once there are more of them than
-// live tables: compactions replace every table in time.
+// keep forgets the tables not in live once it holds twice as many as live:
+// compactions replace every table in time.
 func (o tailOffsets) keep(live map[uint64]bool) {
 	if len(o) <= 2*len(live) {
 		return
