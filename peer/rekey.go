@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -169,22 +170,46 @@ func (n *Node) sendRekey(ctx context.Context, p lpeer.ID, r *Rekey) (bool, error
 	return answer[0] == 1, nil
 }
 
+// rekeyRetries are the waits before offering again a peer that refused
+// what it was offered on connecting: the daemon takes a secret only from a
+// member, and a device meeting a member for the first time (right after
+// pairing) may get the offer a few milliseconds before the hello on the
+// same connection has made the offerer a member there. Without a second
+// offer, two devices that rotated at once could stay on different
+// secrets. An offer the peer refuses for good costs a few bytes more.
+var rekeyRetries = [...]time.Duration{time.Second, 5 * time.Second}
+
 // offerOnConnect offers a newly connected peer what Config.RekeyOffer says,
-// if anything.
+// if anything, and again after each of rekeyRetries while it refuses.
 func (n *Node) offerOnConnect(p lpeer.ID) {
 	if n.cfg.RekeyOffer == nil {
 		return
 	}
-	r, ok := n.cfg.RekeyOffer(DeviceIDOf(p))
-	if !ok {
-		return
-	}
-	took, err := n.sendRekey(n.ctx, p, &r)
-	switch {
-	case err != nil && n.ctx.Err() == nil:
-		n.log.Info("rekey: offer not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
-	case took:
-		n.log.Info("rekey: a member took the library's current secret", "peer", p, "device", DeviceIDOf(p), "epoch", r.Library.Epoch)
+	for attempt := 0; ; attempt++ {
+		r, ok := n.cfg.RekeyOffer(DeviceIDOf(p))
+		if !ok {
+			return
+		}
+		took, err := n.sendRekey(n.ctx, p, &r)
+		switch {
+		case err != nil && n.ctx.Err() == nil:
+			n.log.Info("rekey: offer not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
+			return
+		case err != nil:
+			return
+		case took:
+			n.log.Info("rekey: a member took the library's current secret", "peer", p, "device", DeviceIDOf(p), "epoch", r.Library.Epoch)
+			return
+		case attempt == len(rekeyRetries):
+			return
+		}
+		t := time.NewTimer(rekeyRetries[attempt])
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }
 

@@ -91,6 +91,39 @@ func TestOfferRekey(t *testing.T) {
 	}
 }
 
+// A peer that refuses the offer made when it connects (the offerer is not
+// a member there yet: the hello on the same connection has not made it one)
+// is offered again, until it takes it or the retries run out.
+func TestRekeyOfferedAgainAfterRefusal(t *testing.T) {
+	lib := newLib(t)
+	next := newLib(t)
+	next.ID, next.Epoch = lib.ID, 1
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	var (
+		mu      sync.Mutex
+		refused int
+		atB     offers
+	)
+	a.start(t, lib, nil, func(cfg *Config) {
+		cfg.RekeyOffer = func(crdt.DeviceID) (Rekey, bool) { return Rekey{Library: next}, true }
+	})
+	b.start(t, lib, a.node.Addrs(), func(cfg *Config) {
+		cfg.OnRekey = func(from crdt.DeviceID, r Rekey) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if refused == 0 {
+				refused++
+				return false
+			}
+			return atB.take(from, r)
+		}
+	})
+	poll.Until(t, "B to take the offer it refused once", 10*time.Second, func() bool { f, _ := atB.list(); return len(f) > 0 })
+	if _, got := atB.list(); got[0].Library != next {
+		t.Fatalf("B took %+v, want %+v", got[0].Library, next)
+	}
+}
+
 func TestReadRekey(t *testing.T) {
 	good := Rekey{Library: Library{ID: [16]byte{1}, Secret: [32]byte{2}, Epoch: 3}, Removed: []crdt.DeviceID{4}, Addrs: loopback}
 	msg, err := encodeRekey(&good)
