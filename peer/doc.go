@@ -124,7 +124,7 @@
 // every other peer that merged it. So a version 4 puller tells each sender
 // which devices it pulls from itself (a Have frame with its direct list),
 // and a sender holds back relays of their records until it has something
-// else to send or half a second has passed; then it asks (Want) whether the
+// else to send or a second has passed; then it asks (Want) whether the
 // puller has all of each source's state as of the held records, and sends
 // only what the answer says it lacks. A held record keeps the stream's
 // cursor before it, and a puller whose stream from the source ends says so

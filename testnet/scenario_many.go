@@ -62,7 +62,7 @@ func ManyDevices(t TB, p Params, r *Report) {
 
 // settleAfterWrites is how long ManyDevices goes on counting bytes after
 // the last write has reached every device: longer than a sender holds a
-// relay or a cursor advance back (peer's deferWindow, 0.5 s) and than a send
+// relay or a cursor advance back (peer's deferWindow, 1 s) and than a send
 // stream's first idle Caught frame waits (1 s).
 const settleAfterWrites = 3 * time.Second
 
