@@ -16,10 +16,14 @@ import (
 // measuring command, not a check (machines are noisy): run it with
 //
 //	DANYUE_MEASURE_IDLE=1 go test -run TestMeasureIdle -v ./cmd/danyue/
+//
+// DANYUE_MEASURE_BIN runs another build of danyue, for a before/after
+// comparison.
 func TestMeasureIdle(t *testing.T) {
 	if os.Getenv("DANYUE_MEASURE_IDLE") == "" {
 		t.Skip("set DANYUE_MEASURE_IDLE=1 to measure the idle daemon (takes about 2.5 minutes)")
 	}
+	useMeasureBin(t)
 	window, err := procstat.Window()
 	if err != nil {
 		t.Fatal(err)
