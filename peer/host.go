@@ -123,11 +123,14 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, err error) {
 		return nil, fmt.Errorf("swarm: %w", err)
 	}
 	undo = append(undo, sw.Close)
-	security, err := noise.New(noise.ID, cfg.Identity, nil)
+	// Noise is given the muxers, as libp2p.New does, so that it agrees on
+	// one inside its handshake instead of a round trip after it.
+	muxers := []upgrader.StreamMuxer{{ID: yamux.ID, Muxer: muxer()}}
+	security, err := noise.New(noise.ID, cfg.Identity, muxers)
 	if err != nil {
 		return nil, fmt.Errorf("noise: %w", err)
 	}
-	up, err := upgrader.New([]sec.SecureTransport{security}, []upgrader.StreamMuxer{{ID: yamux.ID, Muxer: muxer()}}, psk, rm, g)
+	up, err := upgrader.New([]sec.SecureTransport{security}, muxers, psk, rm, g)
 	if err != nil {
 		return nil, fmt.Errorf("upgrader: %w", err)
 	}

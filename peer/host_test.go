@@ -2,9 +2,14 @@ package peer
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/danyue/danyue/internal/poll"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -41,4 +46,32 @@ func TestConnectionRateIsForInboundOnly(t *testing.T) {
 		t.Fatalf("accepted %d of 100 inbound connections at once, want the burst and then refusals", accepted)
 	}
 	t.Logf("a burst of %d inbound connections from one address accepted, then refused", accepted)
+}
+
+// The host speaks what newHost says: a connection between two members is
+// TCP in the private network, secured by Noise, with yamux agreed inside
+// the Noise handshake (no round trip after it), and nothing else runs on
+// it but identify and danyue's own protocols.
+func TestHostConnection(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	a.start(t, lib, nil)
+	b.start(t, lib, nil)
+	if err := b.node.Connect(t.Context(), a.node.Addrs()); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "B to connect to A", 5*time.Second, func() bool { return connectedTo(b.node, a.id) })
+	conns := b.node.host.Network().ConnsToPeer(a.id)
+	if len(conns) == 0 {
+		t.Fatal("no connection to A")
+	}
+	st := conns[0].ConnState()
+	if st.Transport != "tcp" || st.Security != noise.ID || st.StreamMultiplexer != yamux.ID || !st.UsedEarlyMuxerNegotiation {
+		t.Errorf("connection state %+v; want tcp, %s, %s agreed in the handshake", st, noise.ID, yamux.ID)
+	}
+	for _, p := range a.node.host.Mux().Protocols() {
+		if !strings.HasPrefix(string(p), "/danyue/") && !strings.HasPrefix(string(p), "/ipfs/id/") {
+			t.Errorf("A serves %s", p)
+		}
+	}
 }
