@@ -130,12 +130,13 @@
 // 2-core Linux machine the peak is 106-116 MB: 53-56 MB of Go heap (mostly
 // badger's table builders, their 3 MB index buffers and the memtables; the
 // record provenance of peer/knowledge.go, 12 MB of it then, is 5 MB now),
-// 10-20 MB of table pages and 25 MB of the program's own text. The same build that peaks at 106-114 MB there
-// today peaked at 91-93 MB on an earlier day, when the machine's disk
-// synced about four times faster; the likely reason is that the builders a
-// compaction keeps in flight wait for their tables to sync (206-246 MB
-// before the snapshot reads and the daemon's process settings; 435 MB
-// before the trimmer).
+// 10-20 MB of table pages and 25 MB of the program's own text; 103-106 MB
+// once the program's text was 20 MB (peer/host.go). A build that peaked at
+// 106-114 MB there peaked at 91-93 MB on an earlier day, when the machine's
+// disk synced about four times faster; the likely reason is that the
+// builders a compaction keeps in flight wait for their tables to sync
+// (206-246 MB before the snapshot reads and the daemon's process settings;
+// 435 MB before the trimmer).
 // GETs take 40-42 ms at the 99th percentile and 2.1 ms at the median, and
 // the flood goes at 7.8-8.6k records a second (47-50 ms, 3.7-3.9 ms and
 // 4.1-4.3k paging the tables out, mapped.go). flood -control shows where a
