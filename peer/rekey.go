@@ -192,10 +192,10 @@ func (n *Node) offerOnConnect(p lpeer.ID) {
 		}
 		took, err := n.sendRekey(n.ctx, p, &r)
 		switch {
-		case err != nil && n.ctx.Err() == nil:
-			n.log.Info("rekey: offer not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
-			return
 		case err != nil:
+			if n.ctx.Err() == nil {
+				n.log.Info("rekey: offer not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
+			}
 			return
 		case took:
 			n.log.Info("rekey: a member took the library's current secret", "peer", p, "device", DeviceIDOf(p), "epoch", r.Library.Epoch)
