@@ -59,14 +59,18 @@ func restart(t *testing.T, d *testDaemon, down func()) *testDaemon {
 
 // threeDevices starts three daemons named names, pairs the second and the
 // third into the first's library, and waits until the third knows the
-// second.
+// second by its name (which its own record brings, after the membership
+// its inviter wrote), as the tests name it.
 func threeDevices(t *testing.T, names [3]string) (a, b, c *testDaemon) {
 	t.Helper()
 	a, b, c = startPairable(t, names[0], nil), startPairable(t, names[1], nil), startPairable(t, names[2], nil)
 	pairDevices(t, a, b)
 	pairDevices(t, a, c)
 	bID := b.Device().String()
-	poll.Until(t, "the third device to know the second", 10*time.Second, func() bool { _, ok := member(t, c, bID); return ok })
+	poll.Until(t, "the third device to know the second by name", 10*time.Second, func() bool {
+		m, ok := member(t, c, bID)
+		return ok && m.Name == names[1]
+	})
 	return a, b, c
 }
 
