@@ -3,6 +3,8 @@ package store
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,12 +43,16 @@ func mappedFileBytes() (int64, bool) {
 // writes the pages back if need be and lets the kernel reclaim them, at
 // the cost of a read from disk when they are read again. Kernels before
 // 5.4 do not know it (EINVAL): there those tables stay resident until they
-// are pinned.
+// are pinned. Such a table may also be gone by the time its advice lands,
+// a compaction having replaced it since the list was read (ENOMEM: nothing
+// is mapped there, or something else is for part of the range): it has
+// nothing left to drop, and the others are dropped all the same.
 func dropTablePages(dir string, drop func(id uint64, path string) (length uint64, pinned bool)) error {
 	data, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return err
 	}
+	var errs []error
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
@@ -68,11 +74,11 @@ func dropTablePages(dir string, drop func(id uint64, path string) (length uint64
 			advice = unix.MADV_DONTNEED
 		}
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice))
-		if errno != 0 && !(errno == unix.EINVAL && !pinned) {
-			return errno
+		if errno != 0 && (pinned || errno != unix.EINVAL && errno != unix.ENOMEM) {
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(path), errno))
 		}
 	}
-	return sc.Err()
+	return errors.Join(append(errs, sc.Err())...)
 }
 
 // parseMapsLine reads "start-end perms offset dev inode path" from a line

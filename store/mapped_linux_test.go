@@ -14,6 +14,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/table"
+	"golang.org/x/sys/unix"
 
 	"github.com/danyue/danyue/crdt"
 )
@@ -214,6 +215,74 @@ func TestTableDataLen(t *testing.T) {
 		}
 		if n, err := tableDataLen(bad); err == nil {
 			t.Errorf("footer %x: data length %d, want an error", footer, n)
+		}
+	}
+}
+
+// A table that a compaction deletes between the reading of the process's
+// mappings and the advice to it (ENOMEM: its range is no longer mapped)
+// must not stop the other tables' pages from being dropped.
+func TestDropTablePagesOutlivesAnUnmappedTable(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 256 << 10
+	maps := make(map[uint64][]byte)
+	for _, id := range []uint64{1, 2} {
+		path := table.NewFilename(id, dir)
+		if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum byte
+		for i := 0; i < size; i += os.Getpagesize() {
+			sum += m[i]
+		}
+		if sum != 0 {
+			t.Fatalf("%s reads back %d, not zeros", path, sum)
+		}
+		maps[id] = m
+	}
+	for path, kb := range residentByTable(t, dir) {
+		if kb == 0 {
+			t.Fatalf("%s not resident after reading it: nothing to test", filepath.Base(path))
+		}
+	}
+	t.Cleanup(func() {
+		for _, m := range maps {
+			unix.Munmap(m)
+		}
+	})
+	var gone uint64
+	err = dropTablePages(dir, func(id uint64, path string) (uint64, bool) {
+		if gone == 0 { // the first one met is deleted under the trimmer
+			gone = id
+			if err := unix.Munmap(maps[id]); err != nil {
+				t.Fatal(err)
+			}
+			delete(maps, id)
+			return size, false
+		}
+		return size, true
+	})
+	if err != nil {
+		t.Errorf("dropTablePages: %v", err)
+	}
+	if gone == 0 {
+		t.Fatal("no table met: nothing to test")
+	}
+	for path, kb := range residentByTable(t, dir) {
+		if kb > 0 {
+			t.Errorf("%s: %d KiB still resident", filepath.Base(path), kb)
 		}
 	}
 }
