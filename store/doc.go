@@ -131,10 +131,12 @@
 // badger's table builders, their 3 MB index buffers and the memtables; the
 // record provenance of peer/knowledge.go, 12 MB of it then, is 5 MB now),
 // 10-20 MB of table pages and 25 MB of the program's own text; 103-106 MB
-// once the program's text was 20 MB (peer/host.go); 100-109 MB (118 MB the
-// same hour before) once a trimmer pass no longer ended at the first table
-// a compaction had deleted since the pass listed the mappings. At the peak
-// 18-48 MB of tables are still mapped: a pass then takes 200-700 ms, as the
+// once the program's text was 20 MB (peer/host.go); 100-109 MB at 7.8-8.1k
+// records a second (118 MB the same hour before) once a trimmer pass no
+// longer ended at the first table a compaction had deleted since the pass
+// listed the mappings, and 106-123 MB later that day, when the machine took
+// 12.8-15.9k a second. At the peak 18-48 MB of tables are still mapped,
+// mostly one compaction's output: a pass then takes 200-700 ms, as the
 // trimmer shares the two cores with the compactions. A build that peaked at
 // 106-114 MB there peaked at 91-93 MB on an earlier day, when the machine's
 // disk synced about four times faster; the likely reason is that the
