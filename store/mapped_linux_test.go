@@ -229,6 +229,11 @@ func TestDropTablePagesOutlivesAnUnmappedTable(t *testing.T) {
 	}
 	const size = 256 << 10
 	maps := make(map[uint64][]byte)
+	t.Cleanup(func() {
+		for _, m := range maps {
+			unix.Munmap(m)
+		}
+	})
 	for _, id := range []uint64{1, 2} {
 		path := table.NewFilename(id, dir)
 		if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
@@ -243,6 +248,8 @@ func TestDropTablePagesOutlivesAnUnmappedTable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		maps[id] = m
+		// Each page is read and the sum used, so the loads stay.
 		var sum byte
 		for i := 0; i < size; i += os.Getpagesize() {
 			sum += m[i]
@@ -250,18 +257,12 @@ func TestDropTablePagesOutlivesAnUnmappedTable(t *testing.T) {
 		if sum != 0 {
 			t.Fatalf("%s reads back %d, not zeros", path, sum)
 		}
-		maps[id] = m
 	}
 	for path, kb := range residentByTable(t, dir) {
 		if kb == 0 {
 			t.Fatalf("%s not resident after reading it: nothing to test", filepath.Base(path))
 		}
 	}
-	t.Cleanup(func() {
-		for _, m := range maps {
-			unix.Munmap(m)
-		}
-	})
 	var gone uint64
 	err = dropTablePages(dir, func(id uint64, path string) (uint64, bool) {
 		if gone == 0 { // the first one met is deleted under the trimmer
