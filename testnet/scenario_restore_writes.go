@@ -1,9 +1,13 @@
 package testnet
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
+
+	"github.com/danyue/danyue/daemon/api"
 )
 
 // RestoreWrites: a device restored from a copy of its whole data dir
@@ -27,6 +31,10 @@ func RestoreWrites(t TB, p Params, r *Report) {
 
 	backup := c.DataDir() + ".old"
 	t.Cleanup(func() { _ = os.RemoveAll(backup) })
+	// The copy is of a member that has met the others. One copied before
+	// it met any (it happened 12 ms after joining) is alone in its
+	// library, and rightly collects its own deletes before anyone has them.
+	WaitFor(t, healTimeout, func() (bool, string) { return knowsMembers(c, nodes) })
 	c.Stop()
 	copyDir(t, c.DataDir(), backup)
 	c.Start()
@@ -62,6 +70,22 @@ func RestoreWrites(t TB, p Params, r *Report) {
 	Hold(t, 3*time.Second, func() (bool, string) { return countsAre(nodes, all, 0) })
 	r.Note(t, "%s, restored from a copy and writing %d books and %d deletes (more than the %d it lost), restarting, meeting %s alone (both had all %d books %v later), restarting again and meeting %s alone: %s had all %d books %v later; every device collected the deletes %v after the heal",
 		c, fresh, deleted, lost, b, all, first.Round(time.Millisecond), a, a, all, second.Round(time.Millisecond), took.Round(time.Millisecond))
+}
+
+// knowsMembers reports whether nd lists every node as a member.
+func knowsMembers(nd *Node, nodes []*Node) (bool, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := nd.Client().Devices(ctx)
+	if err != nil {
+		return false, fmt.Sprintf("%s: devices: %v", nd, err)
+	}
+	for _, other := range nodes {
+		if !slices.ContainsFunc(list, func(m api.Member) bool { return m.ID == other.Device() && !m.Removed }) {
+			return false, fmt.Sprintf("%s does not list %s as a member", nd, other)
+		}
+	}
+	return true, ""
 }
 
 // booksAre reports whether each node shows that many books on its shelf.
