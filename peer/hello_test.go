@@ -149,11 +149,14 @@ func rawHost(t *testing.T, lib Library) host.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHost(&Config{Identity: newKey(t), Listen: loopback}, psk, &gater{})
+	h, start, err := newHost(&Config{Identity: newKey(t), Listen: loopback}, psk, &gater{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
+	if err := start(); err != nil {
+		t.Fatal(err)
+	}
 	return h
 }
 

@@ -67,7 +67,13 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 // were resident without ever running: the binary's pages in a daemon's
 // RSS went from 24 MB to 19 MB in every phase of a 100,000-book library's
 // life (cmd/danyue's TestMeasurePhases).
-func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, err error) {
+//
+// The host neither listens nor runs its services until start is called,
+// so that the caller can set its stream handlers first: a member that
+// connected in between (redialling a device back from a restart) would be
+// told the sync protocol is not supported, take it for an incompatible
+// version and not pull from this device until it reconnected.
+func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() error, err error) {
 	listen := cfg.Listen
 	if len(listen) == 0 {
 		for _, s := range defaultListen {
@@ -76,7 +82,7 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, err error) {
 	}
 	id, err := lpeer.IDFromPrivateKey(cfg.Identity)
 	if err != nil {
-		return nil, fmt.Errorf("peer id: %w", err)
+		return nil, nil, fmt.Errorf("peer id: %w", err)
 	}
 	// Whatever is made below is closed again if a later step fails; once
 	// the host exists, closing it closes them all.
@@ -90,26 +96,26 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, err error) {
 	}()
 	ps, err := pstoremem.NewPeerstore()
 	if err != nil {
-		return nil, fmt.Errorf("peerstore: %w", err)
+		return nil, nil, fmt.Errorf("peerstore: %w", err)
 	}
 	undo = append(undo, ps.Close)
 	if err := ps.AddPrivKey(id, cfg.Identity); err != nil {
-		return nil, fmt.Errorf("peerstore: %w", err)
+		return nil, nil, fmt.Errorf("peerstore: %w", err)
 	}
 	if err := ps.AddPubKey(id, cfg.Identity.GetPublic()); err != nil {
-		return nil, fmt.Errorf("peerstore: %w", err)
+		return nil, nil, fmt.Errorf("peerstore: %w", err)
 	}
 	// Library peers are protected from trimming (see peers.go); the
 	// watermarks only bound what a misbehaving member could open. The
 	// silence period is the manager's ticker: once a minute is plenty.
 	cm, err := connmgr.NewConnManager(64, 128, connmgr.WithGracePeriod(time.Minute), connmgr.WithSilencePeriod(time.Minute))
 	if err != nil {
-		return nil, fmt.Errorf("connection manager: %w", err)
+		return nil, nil, fmt.Errorf("connection manager: %w", err)
 	}
 	undo = append(undo, cm.Close)
 	rm, err := newResourceManager()
 	if err != nil {
-		return nil, fmt.Errorf("resource manager: %w", err)
+		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
 	undo = append(undo, rm.Close)
 	bus := eventbus.NewBus()
@@ -120,7 +126,7 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, err error) {
 		swarm.WithDialTimeoutLocal(dialTimeout),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("swarm: %w", err)
+		return nil, nil, fmt.Errorf("swarm: %w", err)
 	}
 	undo = append(undo, sw.Close)
 	// Noise is given the muxers, as libp2p.New does, so that it agrees on
@@ -128,30 +134,32 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, err error) {
 	muxers := []upgrader.StreamMuxer{{ID: yamux.ID, Muxer: muxer()}}
 	security, err := noise.New(noise.ID, cfg.Identity, muxers)
 	if err != nil {
-		return nil, fmt.Errorf("noise: %w", err)
+		return nil, nil, fmt.Errorf("noise: %w", err)
 	}
 	up, err := upgrader.New([]sec.SecureTransport{security}, muxers, psk, rm, g)
 	if err != nil {
-		return nil, fmt.Errorf("upgrader: %w", err)
+		return nil, nil, fmt.Errorf("upgrader: %w", err)
 	}
 	tpt, err := newTCPTransport(up, rm, nil)
 	if err != nil {
-		return nil, fmt.Errorf("tcp transport: %w", err)
+		return nil, nil, fmt.Errorf("tcp transport: %w", err)
 	}
 	if err := sw.AddTransport(tpt); err != nil {
-		return nil, fmt.Errorf("tcp transport: %w", err)
+		return nil, nil, fmt.Errorf("tcp transport: %w", err)
 	}
 	h, err := basichost.NewHost(sw, &basichost.HostOpts{EventBus: bus, ConnManager: cm})
 	if err != nil {
-		return nil, fmt.Errorf("libp2p host: %w", err)
+		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}
-	undo = []func() error{h.Close}
-	// As libp2p.New: listening succeeds if one address does.
-	if err := sw.Listen(listen...); err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+	start = func() error {
+		// As libp2p.New: listening succeeds if one address does.
+		if err := sw.Listen(listen...); err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		h.Start()
+		return nil
 	}
-	h.Start()
-	return h, nil
+	return h, start, nil
 }
 
 // Connection rates. libp2p's resource manager limits new connections per

@@ -75,3 +75,28 @@ func TestHostConnection(t *testing.T) {
 		}
 	}
 }
+
+// The host listens only once started, so that a node sets its stream
+// handlers before any member can connect: one that connected earlier was
+// told the sync protocol is not supported, took it for an incompatible
+// version, and did not pull from this device until it reconnected.
+func TestHostListensOnlyOnceStarted(t *testing.T) {
+	psk, err := newLib(t).psk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, start, err := newHost(&Config{Identity: newKey(t), Listen: loopback}, psk, &gater{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if addrs := h.Network().ListenAddresses(); len(addrs) != 0 {
+		t.Fatalf("the host listens on %v before it is started", addrs)
+	}
+	if err := start(); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Network().ListenAddresses()) == 0 {
+		t.Fatal("the host does not listen once started")
+	}
+}

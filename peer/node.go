@@ -168,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 			g.admit = func(crdt.DeviceID) bool { return false }
 		}
 	}
-	h, err := newHost(&cfg, psk, g)
+	h, start, err := newHost(&cfg, psk, g)
 	if err != nil {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
@@ -196,8 +196,6 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
-	n.spawn(n.watchConnections)
 	if !cfg.Restricted {
 		for _, id := range protocolIDs {
 			h.SetStreamHandler(id, n.handleSync)
@@ -208,6 +206,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		h.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
 		h.SetStreamHandler(ResidueProtocolID, n.handleResidues)
 	}
+	// Only now can a member connect, and find every protocol served.
+	if err := start(); err != nil {
+		n.cancel()
+		sub.Close()
+		h.Close()
+		return nil, fmt.Errorf("new node: %w", err)
+	}
+	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
+	n.spawn(n.watchConnections)
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
