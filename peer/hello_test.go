@@ -145,6 +145,17 @@ func TestClockOffset(t *testing.T) {
 // hand, to play a broken, hostile or future peer.
 func rawHost(t *testing.T, lib Library) host.Host {
 	t.Helper()
+	h, start := unstartedHost(t, lib)
+	if err := start(); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// unstartedHost is a host of the library on loopback, closed when the test
+// ends, and the function that starts it.
+func unstartedHost(t *testing.T, lib Library) (host.Host, func() error) {
+	t.Helper()
 	psk, err := lib.psk()
 	if err != nil {
 		t.Fatal(err)
@@ -154,10 +165,7 @@ func rawHost(t *testing.T, lib Library) host.Host {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	if err := start(); err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return h, start
 }
 
 func writeRaw(t testing.TB, s network.Stream, body []byte) {

@@ -81,15 +81,7 @@ func TestHostConnection(t *testing.T) {
 // told the sync protocol is not supported, took it for an incompatible
 // version, and did not pull from this device until it reconnected.
 func TestHostListensOnlyOnceStarted(t *testing.T) {
-	psk, err := newLib(t).psk()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, start, err := newHost(&Config{Identity: newKey(t), Listen: loopback}, psk, &gater{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h, start := unstartedHost(t, newLib(t))
 	if addrs := h.Network().ListenAddresses(); len(addrs) != 0 {
 		t.Fatalf("the host listens on %v before it is started", addrs)
 	}
