@@ -3,7 +3,6 @@ package store
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -146,7 +145,7 @@ func (s *Store) closeIdle() {
 	// The database's memory (memtable arena, blocks and records of the last
 	// reads) is garbage now: hand it back to the OS at once rather than over
 	// the next minutes, since the process is going idle.
-	debug.FreeOSMemory()
+	s.releaseMemory()
 	s.log.Debug("store closed while idle", "dir", s.dir, "took", time.Since(start))
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4/table"
 	"golang.org/x/sys/unix"
+
+	"github.com/danyue/danyue/internal/resident"
 )
 
 // mappedFileBytes is the process's resident pages that map files (statm's
@@ -56,53 +58,27 @@ func dropTablePages(dir string, drop func(id uint64, path string) (length uint64
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 0, 4096), 64<<10)
 	for sc.Scan() {
-		start, end, path, ok := parseMapsLine(sc.Text())
-		if !ok || filepath.Dir(path) != dir {
+		m, ok := resident.ParseMapsLine(sc.Text())
+		if !ok || filepath.Dir(m.Path) != dir {
 			continue
 		}
-		id, ok := table.ParseFileID(path)
-		if !ok || !strings.HasSuffix(path, ".sst") {
+		id, ok := table.ParseFileID(m.Path)
+		if !ok || !strings.HasSuffix(m.Path, ".sst") {
 			continue
 		}
-		n, pinned := drop(id, path)
+		n, pinned := drop(id, m.Path)
 		if n == 0 {
 			continue
 		}
-		end = start + min(n, end-start)
+		start, end := m.Start, m.Start+min(n, m.End-m.Start)
 		advice := unix.MADV_PAGEOUT
 		if pinned {
 			advice = unix.MADV_DONTNEED
 		}
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), uintptr(advice))
 		if errno != 0 && (pinned || errno != unix.EINVAL && errno != unix.ENOMEM) {
-			errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(path), errno))
+			errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(m.Path), errno))
 		}
 	}
 	return errors.Join(append(errs, sc.Err())...)
-}
-
-// parseMapsLine reads "start-end perms offset dev inode path" from a line
-// of /proc/self/maps; the path is the rest of the line, spaces and all. A
-// deleted file's path ends in " (deleted)", which no table's name does.
-func parseMapsLine(line string) (start, end uint64, path string, ok bool) {
-	var f [5]string
-	rest := line
-	for i := range f {
-		rest = strings.TrimLeft(rest, " ")
-		f[i], rest, ok = strings.Cut(rest, " ")
-		if !ok {
-			return 0, 0, "", false
-		}
-	}
-	lo, hi, found := strings.Cut(f[0], "-")
-	if !found {
-		return 0, 0, "", false
-	}
-	start, err1 := strconv.ParseUint(lo, 16, 64)
-	end, err2 := strconv.ParseUint(hi, 16, 64)
-	if err1 != nil || err2 != nil || end <= start {
-		return 0, 0, "", false
-	}
-	path = strings.TrimLeft(rest, " ")
-	return start, end, path, path != ""
 }

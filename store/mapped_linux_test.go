@@ -17,33 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/internal/resident"
 )
-
-func TestParseMapsLine(t *testing.T) {
-	tests := []struct {
-		line       string
-		start, end uint64
-		path       string
-		ok         bool
-	}{
-		{"7f1c2a000000-7f1c2a100000 rw-s 00000000 08:01 1234 /data/db/000012.sst", 0x7f1c2a000000, 0x7f1c2a100000, "/data/db/000012.sst", true},
-		{"7f1c2a000000-7f1c2a100000 rw-s 00000000 08:01 1234                     /a dir/db/000012.sst", 0x7f1c2a000000, 0x7f1c2a100000, "/a dir/db/000012.sst", true},
-		{"7f1c2a000000-7f1c2a100000 rw-s 00000000 08:01 1234 /data/db/000012.sst (deleted)", 0x7f1c2a000000, 0x7f1c2a100000, "/data/db/000012.sst (deleted)", true},
-		{"c000000000-c004000000 rw-p 00000000 00:00 0 ", 0, 0, "", false},
-		{"c000000000-c004000000 rw-p 00000000 00:00 0", 0, 0, "", false},
-		{"7ffd5c1f1000-7ffd5c212000 rw-p 00000000 00:00 0                          [stack]", 0x7ffd5c1f1000, 0x7ffd5c212000, "[stack]", true},
-		{"zz-7f rw-p 00000000 00:00 0 /x", 0, 0, "", false},
-		{"7f-7e rw-p 00000000 00:00 0 /x", 0, 0, "", false},
-		{"", 0, 0, "", false},
-	}
-	for _, tt := range tests {
-		start, end, path, ok := parseMapsLine(tt.line)
-		if ok != tt.ok || ok && (start != tt.start || end != tt.end || path != tt.path) {
-			t.Errorf("parseMapsLine(%q) = %x, %x, %q, %v; want %x, %x, %q, %v",
-				tt.line, start, end, path, ok, tt.start, tt.end, tt.path, tt.ok)
-		}
-	}
-}
 
 // residentTables is the resident size of this process's mappings of the
 // tables in dir.
@@ -110,6 +86,18 @@ func haltTrimmer(s *Store) {
 	defer s.mu.Unlock()
 	s.trim.halt()
 	s.trim = nil
+}
+
+// The store hands memory back (releaseMemory) once its start and once a
+// burst of work that grew the mapped pages is over: a burst of writes and
+// a scan of every book.
+func TestReleaseAfterBurst(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	released := func(n int64) func() bool { return func() bool { return s.releases.Load() >= n } }
+	poll.Until(t, "a release after the open", 30*time.Second, released(1))
+	fill(t, s, 40_000)
+	countBooks(t, s)
+	poll.Until(t, "a release after the burst", 30*time.Second, released(2))
 }
 
 func TestTrimTablesDropsResidentPages(t *testing.T) {
@@ -360,10 +348,10 @@ func residentKB(match func(path string) bool) (map[string]int64, error) {
 		// A mapping's first line; the fields of one have a name ending in
 		// a colon.
 		if f := strings.Fields(line); len(f) >= 5 && !strings.HasSuffix(f[0], ":") {
-			_, _, path, _ := parseMapsLine(line)
+			m, _ := resident.ParseMapsLine(line)
 			in = ""
-			if match(path) {
-				in = path
+			if match(m.Path) {
+				in = m.Path
 			}
 		}
 	}

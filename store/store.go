@@ -57,6 +57,7 @@ type Store struct {
 	timer      *time.Timer
 	closed     bool
 	opens      int                 // badger opens so far, for tests
+	releases   atomic.Int64        // releaseMemory calls so far, for tests
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
 	trim       *trimmer            // while db is open (mapped.go)

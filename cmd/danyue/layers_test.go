@@ -27,7 +27,7 @@ func TestLayers(t *testing.T) {
 	allowed := map[string][]string{
 		"crdt":                     {"internal/keyalgo"},
 		"bookkey":                  {"internal/keyalgo"},
-		"store":                    {"crdt"},
+		"store":                    {"crdt", "internal/resident"},
 		"peer":                     {"crdt", "internal/lan"},
 		"daemon/api":               nil,
 		"daemon/client":            {"daemon/api"},
@@ -43,6 +43,7 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/kosyncattack": nil,
 		"testnet/cmd/flood":        {"peer", "crdt", "daemon/client", "internal/procstat"},
 		"internal/procstat":        nil,
+		"internal/resident":        nil,
 		"internal/connlimit":       nil,
 		"internal/testfs":          nil,
 		"internal/poll":            nil,

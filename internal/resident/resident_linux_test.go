@@ -1,0 +1,135 @@
+package resident
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapFile maps the file at path privately, for reading (and writing, if
+// write), and unmaps it when the test ends.
+func mapFile(t *testing.T, path string, write bool) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prot := unix.PROT_READ
+	if write {
+		prot |= unix.PROT_WRITE
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), prot, unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(b) })
+	return b
+}
+
+// mappingOf is this process's mapping that starts where b does.
+func mappingOf(t *testing.T, b []byte) Mapping {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+	for line := range strings.Lines(string(maps)) {
+		if m, ok := ParseMapsLine(strings.TrimSuffix(line, "\n")); ok && m.Start == start {
+			return m
+		}
+	}
+	t.Fatalf("no mapping starts at %x", start)
+	return Mapping{}
+}
+
+func residentOf(t *testing.T, m Mapping) (int64, bool) {
+	t.Helper()
+	pagemap, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pagemap.Close()
+	n, fileOnly, err := residentFilePages(pagemap, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, fileOnly
+}
+
+func touch(b []byte) (sum byte) {
+	for i := 0; i < len(b); i += os.Getpagesize() {
+		sum += b[i]
+	}
+	return sum
+}
+
+// A file's clean read-only mapping loses its resident pages, which read
+// the same afterwards; a mapping where the process wrote a page before it
+// made it read-only keeps the bytes it wrote.
+func TestDropFileKeepsWrittenPages(t *testing.T) {
+	page := os.Getpagesize()
+	content := bytes.Repeat([]byte("danyue"), 8*page/6+1)[:8*page]
+	path := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(path, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	clean := mapFile(t, path, false)
+	touch(clean)
+	written := mapFile(t, path, true)
+	touch(written)
+	written[3*page] = 'X'
+	if err := unix.Mprotect(written, unix.PROT_READ); err != nil {
+		t.Fatal(err)
+	}
+	cleanMap, writtenMap := mappingOf(t, clean), mappingOf(t, written)
+	if cleanMap.Perms != "r--p" || writtenMap.Perms != "r--p" {
+		t.Fatalf("mappings are %s and %s, want r--p both", cleanMap.Perms, writtenMap.Perms)
+	}
+	if n, fileOnly := residentOf(t, cleanMap); n != int64(len(content)) || !fileOnly {
+		t.Fatalf("before: clean mapping has %d resident bytes (file pages only: %v), want %d", n, fileOnly, len(content))
+	}
+	if _, fileOnly := residentOf(t, writtenMap); fileOnly {
+		t.Fatal("before: the written mapping holds only file pages")
+	}
+
+	dropped, err := dropFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != int64(len(content)) {
+		t.Errorf("dropped %d bytes, want the clean mapping's %d", dropped, len(content))
+	}
+	if n, _ := residentOf(t, cleanMap); n != 0 {
+		t.Errorf("after: clean mapping has %d resident bytes, want 0", n)
+	}
+	if !bytes.Equal(clean, content) {
+		t.Error("after: the clean mapping does not read as the file")
+	}
+	if written[3*page] != 'X' || !bytes.Equal(written[:3*page], content[:3*page]) {
+		t.Error("after: the written mapping lost what was written to it")
+	}
+}
+
+func TestDropExecutable(t *testing.T) {
+	dropped, err := DropExecutable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test binary ran its package inits and the testing package: some
+	// of its code is resident.
+	if dropped <= 0 {
+		t.Fatalf("dropped %d bytes of the executable, want some", dropped)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package resident
+
+// DropExecutable drops nothing where the OS does not list a process's
+// mappings and their pages as Linux does.
+func DropExecutable() (int64, error) { return 0, nil }
