@@ -159,9 +159,11 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 func (s *Store) releaseMemory() {
 	s.releases.Add(1)
 	debug.FreeOSMemory()
-	if _, err := resident.DropExecutable(); err != nil {
+	dropped, err := resident.DropExecutable()
+	if err != nil {
 		s.log.Debug("dropping the executable's pages failed", "err", err)
 	}
+	s.log.Debug("released memory after a burst of work", "dir", s.dir, "executable_pages", dropped)
 }
 
 // trim drops the mappings of the resident data pages of db's live tables

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/danyue/danyue/daemon"
+	"github.com/danyue/danyue/internal/resident"
 )
 
 func daemonCommand() command {
@@ -92,6 +93,15 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	// The start-up maps most of the executable (every package's init, the
+	// construction of the store, the host and the listeners), which the
+	// daemon's work then needs a fraction of: dropped now rather than when
+	// the store first settles, they are not part of the peak while a
+	// restarted daemon catches up (37.5-48.8 MB instead of 48.8-60.5 MB
+	// at 100,000 books, TestMeasurePhases).
+	if _, err := resident.DropExecutable(); err != nil {
+		logger.Debug("dropping the executable's pages failed", "err", err)
 	}
 	var runErr error
 	select {

@@ -34,7 +34,7 @@ func TestLayers(t *testing.T) {
 		"daemon/kosync":            {"crdt", "internal/connlimit", "internal/jsoncheck"},
 		"daemon/web":               {"daemon/api", "internal/qrterm"},
 		"daemon":                   {"crdt", "store", "peer", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit", "internal/jsoncheck", "internal/lan", "pair", "pair/rendezvous"},
-		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt", "internal/qrterm"},
+		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt", "internal/qrterm", "internal/resident"},
 		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt", "pair"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client"},
 		"cmd/libdanyue":            {"mobile"},

@@ -20,7 +20,7 @@ import (
 // library's life, and what takes it: bulk writes through the API, a
 // restart, idling (before and after the store closes its database), listing
 // the whole shelf, and a new device joining (its peak and the serving
-// device's). Each peak is the largest RSS sampled every 20 ms during the
+// device's, then the joiner idling). Each peak is the largest RSS sampled every 20 ms during the
 // phase, with its parts at that moment: anonymous memory (the Go heap and
 // stacks, badger's memtables), the binary's pages, badger's mapped tables
 // and memtable logs, and other files. It is a measuring command, not a
@@ -89,6 +89,7 @@ func TestMeasurePhases(t *testing.T) {
 	})
 	t.Logf("%-32s %s", "a device joining (the server)", served())
 	phase(t, b, "joiner idle 10 s", func() { time.Sleep(10 * time.Second) })
+	phase(t, b, "joiner idle 30 s", func() { time.Sleep(20 * time.Second) })
 }
 
 // useMeasureBin runs the build of danyue DANYUE_MEASURE_BIN names, if set,
