@@ -144,7 +144,8 @@ func (s *Store) closeIdle() {
 	}
 	// The database's memory (memtable arena, blocks and records of the last
 	// reads) is garbage now: hand it back to the OS at once rather than over
-	// the next minutes, since the process is going idle.
+	// the next minutes, with the executable's pages the last work mapped,
+	// since the process is going idle.
 	s.releaseMemory()
 	s.log.Debug("store closed while idle", "dir", s.dir, "took", time.Since(start))
 }

@@ -7,10 +7,11 @@
 // maps up to 64 KB of cached neighbours around each page it faults in. So
 // the start-up of the daemon, which runs the init functions of every
 // package it links, leaves about 18 MB of the 23 MB of code and read-only
-// data in its executable resident for good, three quarters of an idle
-// daemon's RSS, though serving a request touches a fraction of it. Dropping those pages when the work
-// that touched them is over costs a minor fault (no disk read: the pages
-// stay in the page cache) for each page used again.
+// data in its executable resident until the process ends, three quarters
+// of an idle daemon's RSS, though serving a request touches a fraction of
+// it. Dropping those pages when the work that touched them is over costs
+// a minor fault (no disk read: the pages stay in the page cache) for each
+// page used again.
 package resident
 
 import (
