@@ -88,9 +88,9 @@ func haltTrimmer(s *Store) {
 	s.trim = nil
 }
 
-// The store hands memory back (releaseMemory) once its start and once a
-// burst of work that grew the mapped pages is over: a burst of writes and
-// a scan of every book.
+// The store hands memory back (releaseMemory) once it has opened, and
+// again once a burst of work that grew the mapped pages is over: a burst
+// of writes and a scan of every book.
 func TestReleaseAfterBurst(t *testing.T) {
 	s := open(t, t.TempDir(), Options{IdleClose: -1})
 	released := func(n int64) func() bool { return func() bool { return s.releases.Load() >= n } }
