@@ -165,7 +165,7 @@
 // mapped, most of its 23 MB of code and read-only data (internal/resident).
 // An idle daemon with 10,000 books and one peer (TestMeasureIdle in
 // cmd/danyue) then holds 15.1 MB instead of 29.6 MB; at 100,000 books
-// (TestMeasurePhases) 16.4-19.9 MB ten seconds after a restart instead of
+// (TestMeasurePhases) 15.3-19.0 MB ten seconds after a restart instead of
 // 47.9-53.8 MB, 9.0-9.5 MB once the database is closed instead of
 // 25.3-25.8 MB, and a device that has just joined 29.4-32.6 MB 30 s later
 // instead of 63.5 MB. A flood has no pause that long, so its peak is the
