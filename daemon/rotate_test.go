@@ -204,9 +204,12 @@ func TestConcurrentRotationsConverge(t *testing.T) {
 	a := startPairable(t, "laptop", nil)
 	c := startPairable(t, "tablet", nil)
 	pairDevices(t, a, c)
+	// Each takes the other's secret only once it knows the other as a
+	// member: C learns A's membership a moment after A learns C's.
 	poll.Until(t, "A and C to know each other", 10*time.Second, func() bool {
-		m, ok := member(t, a, c.Device().String())
-		return ok && m.Connected
+		ma, okA := member(t, a, c.Device().String())
+		mc, okC := member(t, c, a.Device().String())
+		return okA && ma.Connected && okC && mc.Connected
 	})
 	old := a.library()
 	errs := make(chan error, 2)
