@@ -105,8 +105,11 @@ type Daemon struct {
 	previous  []*peer.Node
 	onCurrent map[crdt.DeviceID]bool
 	meet      []multiaddr.Multiaddr // where members on losing secrets listen
-	visible   int                   // books on the shelf
-	deleted   int                   // books with a winning tombstone
+	// parked are new secrets offered by devices not known as members yet,
+	// taken once their membership arrives (rotate.go).
+	parked  map[crdt.DeviceID]peer.Rekey
+	visible int // books on the shelf
+	deleted int // books with a winning tombstone
 	// clockWarns: the writers whose records arrived stamped ahead of the
 	// clock (clockwarn.go).
 	clockWarns map[crdt.DeviceID]clockWarn
@@ -352,7 +355,7 @@ func (d *Daemon) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mult
 		OnEvent:     d.onPeerEvent,
 		Removed:     d.members.removed,
 		OnRekey:     d.onRekey,
-		RekeyOffer:  d.mainOffer,
+		RekeyOffer:  func(to crdt.DeviceID) (peer.Rekey, bool) { return d.mainOffer(peerLibrary(lib), to) },
 		Summaries:   d.summaries,
 		OnSummaries: d.onSummaries,
 		OnResidues:  d.onResidues,

@@ -181,7 +181,7 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 	var events []Event
 	// A client that subscribes meanwhile did so after these changes.
 	publish := remote && d.hub.active()
-	var removed []crdt.DeviceID
+	var news memberNews
 	d.mu.Lock()
 	for i := range changes {
 		c := &changes[i]
@@ -189,7 +189,7 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 		case crdt.KindDevice:
 			d.names[c.Entry.Device.ID] = c.Entry.Device.Name.Value
 		case crdt.KindMember:
-			removed = append(removed, d.membersChangedLocked(&c.Entry.Member)...)
+			d.membersChangedLocked(&c.Entry.Member, &news)
 		case crdt.KindBook:
 			existed := c.Prev.Kind == crdt.KindBook
 			was, is := existed && c.Prev.Book.Visible(), c.Entry.Book.Visible()
@@ -207,7 +207,7 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 		}
 	}
 	d.mu.Unlock()
-	d.disconnectRemoved(removed)
+	d.actOnMembers(news)
 	for _, e := range events {
 		d.hub.publish(e)
 	}

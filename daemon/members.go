@@ -283,10 +283,11 @@ func (d *Daemon) takeMember(ctx context.Context, lib crdt.LibraryID, id crdt.Dev
 	if !ok || e.Kind != crdt.KindMember {
 		return nil
 	}
+	var news memberNews
 	d.mu.Lock()
-	removed := d.membersChangedLocked(&e.Member)
+	d.membersChangedLocked(&e.Member, &news)
 	d.mu.Unlock()
-	d.disconnectRemoved(removed)
+	d.actOnMembers(news)
 	return nil
 }
 
@@ -320,14 +321,38 @@ func (d *Daemon) admitted(from crdt.DeviceID) bool {
 // a pairing.
 const handshakeWrite = 10 * time.Second
 
-// membersChangedLocked applies committed member records to the set and the name
-// history, and returns the devices they removed. Callers hold d.mu.
-func (d *Daemon) membersChangedLocked(m *crdt.Member) (removed []crdt.DeviceID) {
+// memberNews is what committed member records tell the daemon to do once
+// its lock is released.
+type memberNews struct {
+	removed []crdt.DeviceID // devices the records removed
+	offers  []parkedOffer   // secrets offered by devices now members
+}
+
+type parkedOffer struct {
+	from  crdt.DeviceID
+	offer peer.Rekey
+}
+
+// membersChangedLocked applies a committed member record to the set and
+// the name history, and adds to news what follows from it. Callers hold
+// d.mu.
+func (d *Daemon) membersChangedLocked(m *crdt.Member, news *memberNews) {
 	d.noteNamesLocked(m)
 	if d.members.update(*m) {
-		removed = append(removed, m.ID)
+		news.removed = append(news.removed, m.ID)
 	}
-	return removed
+	if r, ok := d.parked[m.ID]; ok && d.members.current(m.ID) {
+		delete(d.parked, m.ID)
+		news.offers = append(news.offers, parkedOffer{m.ID, r})
+	}
+}
+
+// actOnMembers does what committed member records told the daemon to.
+func (d *Daemon) actOnMembers(news memberNews) {
+	d.disconnectRemoved(news.removed)
+	for _, p := range news.offers {
+		d.spawn(func() { d.onRekey(p.from, p.offer) })
+	}
 }
 
 // disconnectRemoved closes the connections of devices just removed; the
@@ -478,12 +503,22 @@ func (d *Daemon) notePaired(device string) {
 // joined records, in the library this device is joining, that it was
 // added by the inviter whose invite it used (a long code, or the one a
 // short-code pairing handed over), or by itself if the invite does not say
-// who made it.
+// who made it; and that the inviter is a member, as a hello with it would.
+// The inviter's own record, which the earliest addition makes win, arrives
+// by sync; until then this one lets this device take the inviter's word:
+// a new secret the inviter rotates to a moment after the pairing, which
+// this device would otherwise refuse as a stranger's.
 func (d *Daemon) joined(ctx context.Context, inv peer.Invite) error {
 	lib, by := crdt.LibraryID(inv.Library.ID), d.self
 	if inv.Peer != "" {
 		by = peer.DeviceIDOf(inv.Peer)
 	}
-	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, d.self, by, at) })
+	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, d.self, by, at) }); err != nil {
+		return err
+	}
+	if by == d.self {
+		return nil
+	}
+	_, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, by, d.self, at) })
 	return err
 }

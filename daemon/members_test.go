@@ -47,12 +47,17 @@ func TestPairedDeviceIsAMember(t *testing.T) {
 	b := startPairable(t, "phone", nil)
 	pairDevices(t, a, b)
 	aID, bID := a.Device().String(), b.Device().String()
+	// From the pairing on, before anything syncs: the joiner takes its
+	// inviter's word (a new secret) only from a member.
+	if !b.members.current(a.Device()) {
+		t.Error("the joiner does not know its inviter as a member once paired")
+	}
 	for _, d := range []*testDaemon{a, b} {
 		poll.Until(t, "both devices listed on "+d.cfg.Name, 10*time.Second, func() bool {
 			pa, okA := member(t, d, aID)
 			pb, okB := member(t, d, bID)
-			// The joiner adds the inviter when they first meet, before
-			// the inviter's own, earlier addition of itself arrives; the
+			// The joiner adds the inviter when it joins, before the
+			// inviter's own, earlier addition of itself arrives; the
 			// earliest addition wins once it has.
 			return okA && okB && pa.Name == "laptop" && pb.Name == "phone" && pb.AddedBy != nil && pa.AddedBy != nil && *pa.AddedBy == aID
 		})

@@ -49,8 +49,9 @@ import (
 // rotates too: a member offline during a forget takes offers from the
 // forgotten device until it learns of the removal.
 //
-// A new secret is taken only from a current member (known, not removed),
-// never more than maxEpochJump epochs ahead; the epoch of the secret a
+// A new secret is taken only from a current member (known, not removed;
+// one offered by a device not known yet is kept, and taken if its
+// membership arrives), never more than maxEpochJump epochs ahead; the epoch of the secret a
 // device already has is taken from anyone on it (a device that joined by
 // an invite, which carries no epoch, learns it so). An offer names the
 // devices the sender knows were removed: the receiver refuses them and
@@ -304,11 +305,11 @@ func (d *Daemon) previousOffer(to crdt.DeviceID) (peer.Rekey, bool) {
 	return d.currentOffer()
 }
 
-// mainOffer runs when a device connects to the main node: it is on the
-// current secret. A library that has rotated tells it the epoch (a device
-// that joined by an invite does not know it).
-func (d *Daemon) mainOffer(to crdt.DeviceID) (peer.Rekey, bool) {
-	d.noteOnCurrent(to)
+// mainOffer runs when a device connects to the main node on secret lib:
+// it is on that secret. A library that has rotated tells it the epoch (a
+// device that joined by an invite does not know it).
+func (d *Daemon) mainOffer(lib peer.Library, to crdt.DeviceID) (peer.Rekey, bool) {
+	d.noteOnCurrent(lib, to)
 	r, ok := d.currentOffer()
 	if !ok || r.Library.Epoch == 0 || d.members.removed(to) {
 		return peer.Rekey{}, false
@@ -316,11 +317,19 @@ func (d *Daemon) mainOffer(to crdt.DeviceID) (peer.Rekey, bool) {
 	return r, true
 }
 
-// noteOnCurrent records that a device was seen on the current secret, and
-// once every current member has been, closes the restricted nodes and
-// drops the superseded secrets.
-func (d *Daemon) noteOnCurrent(id crdt.DeviceID) {
+// noteOnCurrent records that a device was seen on secret lib, if that is
+// the current secret, and once every current member has been, closes the
+// restricted nodes and drops the superseded secrets. A node being replaced
+// still meets devices on the secret it runs on: they are not on the new
+// one. The store moves to a new secret before moveToLocked clears
+// d.onCurrent, so a device checked under d.mu before the move is cleared
+// with the rest.
+func (d *Daemon) noteOnCurrent(lib peer.Library, id crdt.DeviceID) {
 	d.mu.Lock()
+	if cur, ok := d.store.Library(); !ok || cur.Secret != lib.Secret {
+		d.mu.Unlock()
+		return
+	}
 	if d.onCurrent == nil {
 		d.onCurrent = make(map[crdt.DeviceID]bool)
 	}
@@ -388,8 +397,11 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		return false
 	}
 	if !d.members.current(from) {
-		d.log.Warn("refused a new library secret from a device that is not a current member", "device", from)
-		return false
+		if d.members.removed(from) {
+			d.log.Warn("refused a new library secret from a removed device", "device", from)
+			return false
+		}
+		return d.parkOffer(from, r)
 	}
 	// Refused from now on, and cut off now: nothing written from here on
 	// may reach a device the library removed.
@@ -423,6 +435,38 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		}
 	})
 	return true
+}
+
+// maxParked bounds the offers kept from devices not known as members.
+const maxParked = 16
+
+// parkOffer keeps a new secret offered by a device that is not a member
+// yet, and takes it once its membership arrives (membersChangedLocked).
+// Right after a pairing, the device that paired can be offered its
+// inviter's new secret a moment before the record that makes the inviter a
+// member reaches it, and a rotation offers only once: refused for good,
+// the two would stay on different secrets. The offer came over a
+// connection Noise authenticated as from, so taking it later is taking it
+// from from.
+func (d *Daemon) parkOffer(from crdt.DeviceID, r peer.Rekey) bool {
+	d.mu.Lock()
+	if d.members.current(from) {
+		// The membership was committed since onRekey asked.
+		d.mu.Unlock()
+		return d.onRekey(from, r)
+	}
+	if _, ok := d.parked[from]; !ok && len(d.parked) >= maxParked {
+		d.mu.Unlock()
+		d.log.Warn("refused a new library secret from a device that is not a member", "device", from)
+		return false
+	}
+	if d.parked == nil {
+		d.parked = make(map[crdt.DeviceID]peer.Rekey)
+	}
+	d.parked[from] = r
+	d.mu.Unlock()
+	d.log.Info("a device not known as a member yet offered a new library secret; it is taken if its membership arrives", "device", from, "epoch", r.Library.Epoch)
+	return false
 }
 
 // removalsLearned acts on devices this device just learned were removed

@@ -197,19 +197,20 @@ func TestLeaveRotatesTheSecret(t *testing.T) {
 	}
 }
 
-// Issue 15: two devices that rotate at the same moment make two secrets
-// for one epoch; they converge on the one that supersedes, whichever way
-// the offers cross, and keep syncing.
+// Issue 15: two devices that rotate at the same moment, right after they
+// paired, make two secrets for one epoch; they converge on the one that
+// supersedes, whichever way the offers cross, and keep syncing.
 func TestConcurrentRotationsConverge(t *testing.T) {
 	a := startPairable(t, "laptop", nil)
 	c := startPairable(t, "tablet", nil)
 	pairDevices(t, a, c)
-	// Each takes the other's secret only once it knows the other as a
-	// member: C learns A's membership a moment after A learns C's.
-	poll.Until(t, "A and C to know each other", 10*time.Second, func() bool {
-		ma, okA := member(t, a, c.Device().String())
-		mc, okC := member(t, c, a.Device().String())
-		return okA && ma.Connected && okC && mc.Connected
+	// Devices that never connected cannot hand each other a secret: with
+	// mDNS off, neither knows where the other's node on the old secret
+	// listens. Once connected, each takes the other's secret at once: the
+	// device that paired knows its inviter as a member from the pairing on,
+	// before the inviter's own record reaches it.
+	poll.Until(t, "A and C to connect", 10*time.Second, func() bool {
+		return len(a.nodeConns(c)) > 0 && len(c.nodeConns(a)) > 0
 	})
 	old := a.library()
 	errs := make(chan error, 2)
@@ -230,10 +231,11 @@ func TestConcurrentRotationsConverge(t *testing.T) {
 	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
 }
 
-// A device takes a new secret only from a current member, never one that
-// is implausibly far ahead, and learns the epoch of the secret it has from
-// anyone on it; a secret handed over by a device later found removed is
-// rotated again.
+// A device takes a new secret only from a current member (one offered
+// before its sender's membership arrived is taken when it arrives), never
+// one that is implausibly far ahead, and learns the epoch of the secret it
+// has from anyone on it; a secret handed over by a device later found
+// removed is rotated again.
 func TestRekeyPolicy(t *testing.T) {
 	d := startDaemon(t, nil)
 	ctx := ctxT(t)
@@ -277,6 +279,21 @@ func TestRekeyPolicy(t *testing.T) {
 	if got := d.library(); got != cur {
 		t.Fatalf("after learning the epoch: %+v, want %+v", got, cur)
 	}
+	// A new secret from a device whose membership arrives after its offer
+	// (right after a pairing): kept, and taken once it is a member.
+	late := store.Library{ID: cur.ID, Secret: secret(7), Epoch: cur.Epoch + 1}
+	if d.onRekey(stranger, offer(late)) {
+		t.Fatal("a stranger's new secret was taken at once")
+	}
+	if got := d.library(); got != cur {
+		t.Fatalf("a stranger's offer moved the library to %+v", got)
+	}
+	if err := d.addMember(ctx, stranger, "test"); err != nil {
+		t.Fatal(err)
+	}
+	late.From = uint64(stranger)
+	poll.Until(t, "the device to take the secret offered before its sender was a member", 10*time.Second, func() bool { return d.library() == late })
+	cur = late
 	// A new secret from a member.
 	next := store.Library{ID: cur.ID, Secret: secret(6), Epoch: cur.Epoch + 1}
 	if !d.onRekey(member, offer(next)) {
@@ -297,4 +314,37 @@ func TestRekeyPolicy(t *testing.T) {
 		got := d.library()
 		return got.Epoch > next.Epoch && got.From == 0
 	})
+}
+
+// A node being replaced by one on a new secret still meets devices on the
+// old one: they do not count as brought over, and the restricted nodes
+// that would bring them stay until they are.
+func TestOldNodeDoesNotCountDevicesOnTheNewSecret(t *testing.T) {
+	d := startDaemon(t, nil)
+	ctx := ctxT(t)
+	m := crdt.DeviceID(0x1111)
+	if err := d.addMember(ctx, m, "test"); err != nil {
+		t.Fatal(err)
+	}
+	old := d.library()
+	if err := d.rotate(ctx, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if d.previousNodes() != 1 {
+		t.Fatalf("%d restricted nodes after a rotation, want 1", d.previousNodes())
+	}
+	seen := func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.onCurrent[m]
+	}
+	d.mainOffer(peerLibrary(old), m)
+	if seen() {
+		t.Fatal("a device met on the old secret counts as on the new one")
+	}
+	d.mainOffer(peerLibrary(d.library()), m)
+	if !seen() {
+		t.Fatal("a device met on the current secret does not count")
+	}
+	poll.Until(t, "the restricted node to close once every member is on the new secret", 10*time.Second, func() bool { return d.previousNodes() == 0 })
 }

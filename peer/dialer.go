@@ -63,12 +63,17 @@ const (
 func (n *Node) keep(st *peerState) {
 	for {
 		if n.gater.refused(st.id) {
-			// Removed from the library: the gater would refuse every dial,
-			// so the keeper stops rather than count refusals for ever.
+			// Removed from the library, or not a member a restricted node
+			// admits: the gater would refuse every dial, so the keeper
+			// stops rather than count refusals for ever.
 			n.mu.Lock()
 			st.kept = false
 			n.mu.Unlock()
-			n.log.Info("stopped redialling a device removed from the library", "peer", st.id, "device", st.device)
+			why := "it was removed from the library"
+			if n.gater.removed == nil || !n.gater.removed(st.device) {
+				why = "it is not a member this node admits"
+			}
+			n.log.Info("stopped redialling a device", "peer", st.id, "device", st.device, "why", why)
 			return
 		}
 		n.mu.Lock()
