@@ -32,11 +32,24 @@ func Propagation(t TB, p Params, r *Report) {
 // how long each took to reach each other node (PropagationMethod).
 func propagate(t TB, nodes []*Node, writes int) []time.Duration {
 	t.Helper()
+	return propagateOn(t, nodes, openStreams(t, nodes), writes)
+}
+
+// openStreams opens an event stream on every node, each shown to be
+// delivering by a probe write on the next node.
+func openStreams(t TB, nodes []*Node) []*EventStream {
+	t.Helper()
 	streams := make([]*EventStream, len(nodes))
 	for i, n := range nodes {
 		streams[i] = n.Events()
 		streams[i].Ready(t, nodes[(i+1)%len(nodes)])
 	}
+	return streams
+}
+
+// propagateOn is propagate on streams open on every node.
+func propagateOn(t TB, nodes []*Node, streams []*EventStream, writes int) []time.Duration {
+	t.Helper()
 	var samples []time.Duration
 	for i := range writes {
 		w := i % len(nodes)
