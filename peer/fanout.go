@@ -59,12 +59,12 @@ const (
 	// devices writing in turn spent more on those than on the records
 	// (5.2-5.9 KB and 34 records per change, a write reaching all others
 	// at p99 208-310 ms on 2 cores); at 1 s, 2.8-3.7 KB, 24-27 records,
-	// 65-94 ms (both counted from before the mesh had settled, and with
-	// the event streams' probe writes; counted from a settled mesh, 1 s
-	// gives 2.1 KB, 19 records, 32-43 ms). The busier a device, the more a short window costs. A
-	// longer one delays the marks that let a sender skip what a puller has:
-	// a device joining 1,000 books shared by 5 others sends them 40 member
-	// and device records it has just received at 1 s, 18 at 0.5 s.
+	// 65-94 ms (both counted from before the mesh had settled, with the
+	// event streams' probe writes; from a settled mesh, 1 s gives 1.9 KB
+	// per change while the writes go on, 56 bytes per stream once they
+	// stop, 19 records, 32-43 ms). The busier a device, the more a short
+	// window costs. A longer one delays the marks that let a sender skip
+	// what a puller has.
 	deferWindow = time.Second
 	// wantTimeout bounds the wait for an answer to a Want.
 	wantTimeout = 2 * time.Second
