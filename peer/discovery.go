@@ -91,7 +91,6 @@ func (n *Node) startDiscovery() *discovery {
 		return d
 	}
 	hostAddrs := n.host.Addrs()
-	instance := n.host.ID().String()
 	// d.ifaces keeps the interfaces to query: those whose server started
 	// and those we do not listen on (nothing to announce, still peers to
 	// find); an interface whose server could not bind is dropped, since a
@@ -105,6 +104,10 @@ func (n *Node) startDiscovery() *discovery {
 			continue
 		}
 		port, _ := strconv.Atoi(valueOr(addrs[0], ma.P_TCP))
+		// One name per node, not per device: a device runs a node on each
+		// secret a rotation superseded beside its main one, all of one
+		// identity, and an mDNS client takes one answer per name and query.
+		instance := fmt.Sprintf("%s-%d", n.host.ID(), port)
 		txt := announceTXT(n.cfg.Library.announceHash(), n.host.ID(), addrs)
 		zone, err := mdns.NewMDNSService(instance, mdnsService, mdnsDomain, instance+".local.", port, ips, txt)
 		if err != nil {

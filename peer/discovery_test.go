@@ -5,14 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/lan"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/hashicorp/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -167,6 +171,52 @@ func testMDNS(t *testing.T, ifaces []net.Interface, listen []ma.Multiaddr) {
 			if (n == c.node) || p.ID == c.id {
 				t.Errorf("%s knows %s across libraries", n.ID(), p.ID)
 			}
+		}
+	}
+}
+
+// A device whose library moved to a new secret runs a node on the old one
+// beside its main node, of the same identity, to bring over the members
+// still on it: one query finds both.
+func TestMDNSFindsEveryNodeOfADevice(t *testing.T) {
+	lo := loopbackInterface(t)
+	old := newLib(t)
+	cur := old
+	cur.Secret[0] ^= 1
+	cur.Epoch = 1
+	a := newDevice(t, "A")
+	opts := func(cfg *Config) { cfg.MDNS, cfg.MDNSInterfaces, cfg.Listen = true, []net.Interface{lo}, loopback }
+	var ports []string
+	for _, n := range []*Node{
+		a.start(t, cur, nil, opts),
+		a.start(t, old, nil, opts, func(cfg *Config) {
+			cfg.Restricted, cfg.Admit = true, func(crdt.DeviceID) bool { return true }
+		}),
+	} {
+		ports = append(ports, valueOr(n.ListenAddrs()[0], ma.P_TCP))
+	}
+	entries := make(chan *mdns.ServiceEntry, 16)
+	err := mdns.Query(&mdns.QueryParam{
+		Service: mdnsService, Domain: "local", Timeout: time.Second, Interface: &lo,
+		Entries: entries, DisableIPv6: true, Logger: log.New(io.Discard, "", 0),
+	})
+	if err != nil {
+		t.Fatalf("query: %v", err)
+	}
+	close(entries)
+	found := map[string]bool{}
+	for e := range entries {
+		id, addrs, err := parseAnnouncement(e.InfoFields, old.announceHash(), newDeviceID(t))
+		if err != nil || id != a.id {
+			continue
+		}
+		for _, ad := range addrs {
+			found[valueOr(ad, ma.P_TCP)] = true
+		}
+	}
+	for _, p := range ports {
+		if !found[p] {
+			t.Errorf("one query found A's nodes on ports %v, not the one on %s", found, p)
 		}
 	}
 }
