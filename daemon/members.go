@@ -341,9 +341,14 @@ func (d *Daemon) membersChangedLocked(m *crdt.Member, news *memberNews) {
 	if d.members.update(*m) {
 		news.removed = append(news.removed, m.ID)
 	}
-	if r, ok := d.parked[m.ID]; ok && d.members.current(m.ID) {
-		delete(d.parked, m.ID)
-		news.offers = append(news.offers, parkedOffer{m.ID, r})
+	if r, ok := d.parked[m.ID]; ok {
+		switch {
+		case d.members.current(m.ID):
+			delete(d.parked, m.ID)
+			news.offers = append(news.offers, parkedOffer{m.ID, r})
+		case d.members.removed(m.ID):
+			delete(d.parked, m.ID)
+		}
 	}
 }
 

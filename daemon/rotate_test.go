@@ -294,6 +294,25 @@ func TestRekeyPolicy(t *testing.T) {
 	late.From = uint64(stranger)
 	poll.Until(t, "the device to take the secret offered before its sender was a member", 10*time.Second, func() bool { return d.library() == late })
 	cur = late
+	// One from a device that is then removed is forgotten, never taken.
+	gone2 := crdt.DeviceID(0x4444)
+	if d.onRekey(gone2, offer(store.Library{ID: cur.ID, Secret: secret(8), Epoch: cur.Epoch + 1})) {
+		t.Fatal("a stranger's new secret was taken at once")
+	}
+	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+		return crdt.RemoveMember(d.members.library(), gone2, at)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the removed device's offer to be forgotten", 10*time.Second, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		_, parked := d.parked[gone2]
+		return !parked
+	})
+	if got := d.library(); got != cur {
+		t.Fatalf("a removed device's offer moved the library to %+v", got)
+	}
 	// A new secret from a member.
 	next := store.Library{ID: cur.ID, Secret: secret(6), Epoch: cur.Epoch + 1}
 	if !d.onRekey(member, offer(next)) {
