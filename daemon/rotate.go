@@ -51,11 +51,11 @@ import (
 //
 // A new secret is taken only from a current member (known, not removed;
 // one offered by a device not known yet is kept, and taken if its
-// membership arrives), never more than maxEpochJump epochs ahead; the epoch of the secret a
-// device already has is taken from anyone on it (a device that joined by
-// an invite, which carries no epoch, learns it so). An offer names the
-// devices the sender knows were removed: the receiver refuses them and
-// cuts them off before the records reach it.
+// membership arrives), never more than maxEpochJump epochs ahead; the
+// epoch of the secret a device already has is taken from anyone on it (a
+// device that joined by an invite, which carries no epoch, learns it so).
+// An offer names the devices the sender knows were removed: the receiver
+// refuses them and cuts them off before the records reach it.
 
 // rekeyOfferTimeout bounds handing the new secret to the connected members
 // before leaving the old network.

@@ -295,19 +295,19 @@ func TestRekeyPolicy(t *testing.T) {
 	poll.Until(t, "the device to take the secret offered before its sender was a member", 10*time.Second, func() bool { return d.library() == late })
 	cur = late
 	// One from a device that is then removed is forgotten, never taken.
-	gone2 := crdt.DeviceID(0x4444)
-	if d.onRekey(gone2, offer(store.Library{ID: cur.ID, Secret: secret(8), Epoch: cur.Epoch + 1})) {
+	removedLater := crdt.DeviceID(0x4444)
+	if d.onRekey(removedLater, offer(store.Library{ID: cur.ID, Secret: secret(8), Epoch: cur.Epoch + 1})) {
 		t.Fatal("a stranger's new secret was taken at once")
 	}
 	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
-		return crdt.RemoveMember(d.members.library(), gone2, at)
+		return crdt.RemoveMember(d.members.library(), removedLater, at)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the removed device's offer to be forgotten", 10*time.Second, func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		_, parked := d.parked[gone2]
+		_, parked := d.parked[removedLater]
 		return !parked
 	})
 	if got := d.library(); got != cur {
@@ -338,7 +338,7 @@ func TestRekeyPolicy(t *testing.T) {
 // A node being replaced by one on a new secret still meets devices on the
 // old one: they do not count as brought over, and the restricted nodes
 // that would bring them stay until they are.
-func TestOldNodeDoesNotCountDevicesOnTheNewSecret(t *testing.T) {
+func TestOldNodeDoesNotCountDevicesAsBroughtOver(t *testing.T) {
 	d := startDaemon(t, nil)
 	ctx := ctxT(t)
 	m := crdt.DeviceID(0x1111)
