@@ -197,7 +197,7 @@ func TestMDNSFindsEveryNodeOfADevice(t *testing.T) {
 	}
 	entries := make(chan *mdns.ServiceEntry, 16)
 	err := mdns.Query(&mdns.QueryParam{
-		Service: mdnsService, Domain: "local", Timeout: time.Second, Interface: &lo,
+		Service: mdnsService, Domain: "local", Timeout: 3 * time.Second, Interface: &lo,
 		Entries: entries, DisableIPv6: true, Logger: log.New(io.Discard, "", 0),
 	})
 	if err != nil {
