@@ -188,14 +188,27 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 
 // Provenance is a table of slots in sets of provenanceWays, hashed by
 // state, that doubles while it is less than provenanceMax slots and three
-// quarters full: 40 bytes a slot, 5 MB for as many states as it can hold,
-// where a Go map of them takes 12 MB (and the map was replaced by an empty
-// one when full, the old one garbage until collected). A small library's
+// quarters full: 24 bytes a slot (a hash of the state, and its sequence
+// number with the index of its sender and epoch in a short list), 3 MB for
+// as many states as it can hold, where a Go map of them took 12 MB and a
+// slot with the whole hash, device and epoch 40 bytes. A small library's
 // table takes what it needs.
 const (
 	provenanceWays = 8
 	provenanceMin  = 1 << 10
 	provenanceMax  = 1 << 17
+)
+
+// A slot packs a state's sequence number into its low seqBits and the
+// index of its origin above them. maxOrigins bounds the distinct (device,
+// epoch) pairs a table names: members and their epochs are few, and
+// reaching it (a device that meets tens of thousands of store epochs)
+// forgets the whole table. A state numbered past the bits (after 2^48
+// changes of one store) is not remembered. Either only costs records sent
+// again.
+const (
+	seqBits    = 48
+	maxOrigins = 1 << (64 - seqBits)
 )
 
 // provenance remembers, by a hash of its encoding, which device sent each
@@ -221,14 +234,22 @@ const (
 // delete is relayed as every change was before relays were held back
 // (fanout.go); deletes are rare next to reading positions.
 type provenance struct {
-	mu    sync.Mutex
-	slots []provenanceSlot // a power of two of them; an empty one has a zero key
-	used  int
+	mu      sync.Mutex
+	slots   []provenanceSlot // a power of two of them; an empty one has a zero key
+	used    int
+	origins []origin          // what the index in a slot's at points to
+	index   map[origin]uint32 // the index of each of origins
 }
 
 type provenanceSlot struct {
-	key [16]byte
-	src source
+	key [16]byte // echoKey
+	at  uint64   // the index of the origin << seqBits | the sequence number
+}
+
+// origin is a device's store of one epoch.
+type origin struct {
+	device crdt.DeviceID
+	epoch  uint64
 }
 
 type source struct {
@@ -244,20 +265,40 @@ type source struct {
 func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte, entries []crdt.Entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	o := uint64(p.originOf(origin{dev, epoch})) << seqBits
 	for i, r := range records {
-		if crdt.MayBeCollected(&entries[i]) {
+		s := seq(i)
+		if crdt.MayBeCollected(&entries[i]) || s >= 1<<seqBits {
 			continue
 		}
-		p.put(echoKey(r), source{dev, mark{epoch, seq(i)}})
+		p.put(provenanceSlot{echoKey(r), o | s})
 	}
 }
 
-// put stores src under k unless k is there already, in the emptier of
-// k's two sets (two choices keep the sets from overflowing before the
+// originOf returns the index of o in p.origins, adding it if need be.
+func (p *provenance) originOf(o origin) uint32 {
+	if i, ok := p.index[o]; ok {
+		return i
+	}
+	if len(p.origins) == maxOrigins {
+		p.slots, p.used, p.origins, p.index = nil, 0, nil, nil
+	}
+	if p.index == nil {
+		p.index = make(map[origin]uint32)
+	}
+	i := uint32(len(p.origins))
+	p.origins = append(p.origins, o)
+	p.index[o] = i
+	return i
+}
+
+// put stores s unless its key is there already, in the emptier of the
+// key's two sets (two choices keep the sets from overflowing before the
 // table is nearly full). When both are full it grows the table, or at its
-// bound overwrites a slot of the first set chosen by k: what is forgotten
-// is random, which keeps most of what was added last.
-func (p *provenance) put(k [16]byte, src source) {
+// bound overwrites a slot of the first set chosen by the key: what is
+// forgotten is random, which keeps most of what was added last.
+func (p *provenance) put(s provenanceSlot) {
+	k := s.key
 	if k == ([16]byte{}) {
 		return // the empty slot's key: not remembered
 	}
@@ -280,17 +321,17 @@ func (p *provenance) put(k [16]byte, src source) {
 	fa, fb := free(a), free(b)
 	switch {
 	case fa <= fb && fa < len(a):
-		a[fa] = provenanceSlot{k, src}
+		a[fa] = s
 		p.used++
 	case fb < len(b):
-		b[fb] = provenanceSlot{k, src}
+		b[fb] = s
 		p.used++
 	case len(p.slots) < provenanceMax:
 		p.grow()
-		p.put(k, src)
+		p.put(s)
 	default:
 		// k[7] is not part of the set's index (its low bits).
-		a[int(k[7])%provenanceWays] = provenanceSlot{k, src}
+		a[int(k[7])%provenanceWays] = s
 	}
 }
 
@@ -301,7 +342,7 @@ func (p *provenance) grow() {
 	p.used = 0
 	for _, s := range old {
 		if s.key != ([16]byte{}) {
-			p.put(s.key, s.src)
+			p.put(s)
 		}
 	}
 }
@@ -326,7 +367,8 @@ func (p *provenance) lookup(k [16]byte) (source, bool) {
 	for _, set := range [2][]provenanceSlot{a, b} {
 		for _, s := range set {
 			if s.key == k {
-				return s.src, true
+				o := p.origins[s.at>>seqBits]
+				return source{o.device, mark{o.epoch, s.at & (1<<seqBits - 1)}}, true
 			}
 		}
 	}

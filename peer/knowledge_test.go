@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/binary"
 	"testing"
+	"unsafe"
 
 	"github.com/danyue/danyue/crdt"
 )
@@ -99,5 +100,63 @@ func TestProvenanceKeepsAllThatFit(t *testing.T) {
 	}
 	if lost > 0 {
 		t.Errorf("%d of %d states forgotten by a table of %d slots", lost, n, len(p.slots))
+	}
+}
+
+// Each state's source comes back whole though a slot keeps only an index
+// of its device and epoch, and the list of those stays bounded: a table
+// that would name more forgets everything and starts again.
+func TestProvenanceOrigins(t *testing.T) {
+	if size := unsafe.Sizeof(provenanceSlot{}); size != 24 {
+		t.Errorf("a provenance slot takes %d bytes; the table's bound is sized for 24", size)
+	}
+	var p provenance
+	const devices, epochs = 5, 3
+	for d := range devices {
+		for e := range epochs {
+			recs, entries := provenanceRecords(1000*(d*epochs+e), 10)
+			p.add(crdt.DeviceID(d+1), uint64(e+1), func(i int) uint64 { return uint64(i) }, recs, entries)
+		}
+	}
+	for d := range devices {
+		for e := range epochs {
+			recs, _ := provenanceRecords(1000*(d*epochs+e), 10)
+			for i, r := range recs {
+				want := source{crdt.DeviceID(d + 1), mark{uint64(e + 1), uint64(i)}}
+				if src, ok := p.source(r); !ok || src != want {
+					t.Fatalf("device %d epoch %d state %d: source %+v, %v; want %+v", d+1, e+1, i, src, ok, want)
+				}
+			}
+		}
+	}
+	if len(p.origins) != devices*epochs {
+		t.Errorf("%d origins for %d devices of %d epochs", len(p.origins), devices, epochs)
+	}
+	// The largest sequence number a slot holds comes back whole; a larger
+	// one is not remembered.
+	big, bigEntries := provenanceRecords(1<<29, 2)
+	p.add(1, 1, func(i int) uint64 { return 1<<seqBits - 1 + uint64(i) }, big, bigEntries)
+	if src, ok := p.source(big[0]); !ok || src != (source{1, mark{1, 1<<seqBits - 1}}) {
+		t.Errorf("the state at the largest sequence number has source %+v, %v", src, ok)
+	}
+	if src, ok := p.source(big[1]); ok {
+		t.Errorf("a state numbered past a slot's bits has source %+v", src)
+	}
+
+	first, firstEntries := provenanceRecords(1<<30, 1)
+	p.add(1, 1, func(int) uint64 { return 1 }, first, firstEntries)
+	for e := range uint64(maxOrigins) {
+		recs, entries := provenanceRecords(1<<31+int(e), 1)
+		p.add(9, 100+e, func(int) uint64 { return 1 }, recs, entries)
+		if len(p.origins) > maxOrigins {
+			t.Fatalf("%d origins, bound %d", len(p.origins), maxOrigins)
+		}
+	}
+	if _, ok := p.source(first[0]); ok {
+		t.Error("a table that reached its bound of origins still holds what came before")
+	}
+	last, _ := provenanceRecords(1<<31+maxOrigins-1, 1)
+	if src, ok := p.source(last[0]); !ok || src != (source{9, mark{100 + maxOrigins - 1, 1}}) {
+		t.Errorf("the last state added has source %+v, %v", src, ok)
 	}
 }
