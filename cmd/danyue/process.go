@@ -3,6 +3,7 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 // Process-wide settings of the Go runtime that the daemon chooses because
@@ -38,9 +39,15 @@ const daemonMemoryLimit = 48 << 20
 // sleeps).
 const minProcs = 4
 
-// setDaemonProcess applies daemonMemoryLimit and minProcs where the
-// environment does not set them, and returns a function that restores
-// what was there before.
+// The daemon turns the runtime's heap profiling off (MemProfileRate 0)
+// unless GODEBUG sets memprofilerate: it serves no profiles, and the
+// record the runtime keeps of every distinct stack it sampled (one
+// allocation in 512 KB) is memory the process never gives back: 1.4 MB of
+// a device that has just joined 100,000 books, 5% of its idle RSS.
+
+// setDaemonProcess applies daemonMemoryLimit, minProcs and the profiling
+// rate where the environment does not set them, and returns a function
+// that restores what was there before.
 func setDaemonProcess(e *env) (restore func()) {
 	var undo []func()
 	if e.getenv("GOMEMLIMIT") == "" {
@@ -50,6 +57,11 @@ func setDaemonProcess(e *env) (restore func()) {
 	if e.getenv("GOMAXPROCS") == "" && runtime.GOMAXPROCS(0) < minProcs {
 		prev := runtime.GOMAXPROCS(minProcs)
 		undo = append(undo, func() { runtime.GOMAXPROCS(prev) })
+	}
+	if !strings.Contains(e.getenv("GODEBUG"), "memprofilerate=") {
+		prev := runtime.MemProfileRate
+		runtime.MemProfileRate = 0
+		undo = append(undo, func() { runtime.MemProfileRate = prev })
 	}
 	return func() {
 		for _, f := range undo {

@@ -9,17 +9,19 @@ import (
 func TestDaemonProcessSettings(t *testing.T) {
 	limit := func() int64 { return debug.SetMemoryLimit(-1) } // -1 reads it
 	procs := func() int { return runtime.GOMAXPROCS(0) }      // 0 reads it
-	limitBefore, procsBefore := limit(), procs()
+	limitBefore, procsBefore, rateBefore := limit(), procs(), runtime.MemProfileRate
 	tests := []struct {
 		name       string
 		env        map[string]string
 		wantLimit  int64
 		wantProcsN int
+		wantRate   int
 	}{
-		{"default", nil, daemonMemoryLimit, max(procsBefore, minProcs)},
-		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, limitBefore, max(procsBefore, minProcs)},
-		{"GOMEMLIMIT off", map[string]string{"GOMEMLIMIT": "off"}, limitBefore, max(procsBefore, minProcs)},
-		{"GOMAXPROCS set", map[string]string{"GOMAXPROCS": "1"}, daemonMemoryLimit, procsBefore},
+		{"default", nil, daemonMemoryLimit, max(procsBefore, minProcs), 0},
+		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, limitBefore, max(procsBefore, minProcs), 0},
+		{"GOMEMLIMIT off", map[string]string{"GOMEMLIMIT": "off"}, limitBefore, max(procsBefore, minProcs), 0},
+		{"GOMAXPROCS set", map[string]string{"GOMAXPROCS": "1"}, daemonMemoryLimit, procsBefore, 0},
+		{"GODEBUG memprofilerate set", map[string]string{"GODEBUG": "gctrace=0,memprofilerate=1"}, daemonMemoryLimit, max(procsBefore, minProcs), rateBefore},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,12 +33,18 @@ func TestDaemonProcessSettings(t *testing.T) {
 			if got := procs(); got != tt.wantProcsN {
 				t.Errorf("GOMAXPROCS while the daemon runs: %d, want %d", got, tt.wantProcsN)
 			}
+			if got := runtime.MemProfileRate; got != tt.wantRate {
+				t.Errorf("MemProfileRate while the daemon runs: %d, want %d", got, tt.wantRate)
+			}
 			restore()
 			if got := limit(); got != limitBefore {
 				t.Errorf("memory limit after the daemon: %d, want %d as before", got, limitBefore)
 			}
 			if got := procs(); got != procsBefore {
 				t.Errorf("GOMAXPROCS after the daemon: %d, want %d as before", got, procsBefore)
+			}
+			if got := runtime.MemProfileRate; got != rateBefore {
+				t.Errorf("MemProfileRate after the daemon: %d, want %d as before", got, rateBefore)
 			}
 		})
 	}
