@@ -134,7 +134,7 @@ func (s *Store) closeIdle() {
 	s.snaps.drop()
 	s.trim.halt() // it does not take mu
 	s.trim = nil
-	err := db.Close()
+	err := s.closeDB(db)
 	s.mu.Unlock()
 	if err != nil {
 		// Every acknowledged write was synced before it was acknowledged,

@@ -86,12 +86,50 @@ type trimmer struct {
 // startTrimmer starts dropping the table pages of db, until halt.
 func (s *Store) startTrimmer(db *badger.DB) *trimmer {
 	t := &trimmer{stop: make(chan struct{}), done: make(chan struct{})}
-	dir := s.dbDir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = real // the maps name files by their resolved path
-	}
-	go t.run(s, db, dir)
+	go t.run(s, db, s.mappedDir())
 	return t
+}
+
+// mappedDir is the database directory as the process's maps name it.
+func (s *Store) mappedDir() string {
+	if real, err := filepath.EvalSymlinks(s.dbDir); err == nil {
+		return real
+	}
+	return s.dbDir
+}
+
+// closeDB closes db, whose trimmer has halted, paging its tables' data out
+// as they grow meanwhile. Closing compacts level 0 into the base level
+// (CompactL0OnClose), which reads every table of both and writes their
+// successors: with nothing dropping their pages, the idle close of a
+// device that had just joined 100,000 books mapped 24 MB of tables, and
+// the process peaked at 73 MB, above the join itself. No table is pinned
+// (the database is closing), so the pages go out (MADV_PAGEOUT), each
+// table's index kept mapped for the merge's seeks.
+func (s *Store) closeDB(db *badger.DB) error {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		last, ok := mappedFileBytes()
+		if !ok {
+			return
+		}
+		dir := s.mappedDir()
+		tick := time.NewTicker(trimFast)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			last = s.pageOutTables(dir, last)
+		}
+	}()
+	err := db.Close()
+	close(stop)
+	<-done
+	return err
 }
 
 // halt stops the trimmer and waits for it: the database may be closed
@@ -165,6 +203,22 @@ func (s *Store) releaseMemory() {
 		s.log.Debug("dropping the executable's pages failed", "err", err)
 	}
 	s.log.Debug("released memory after a burst of work", "dir", s.dir, "executable_pages", dropped)
+}
+
+// pageOutTables pages out the data pages of every table in dir if the
+// process's mapped file pages have grown by trimAbove since they were last
+// bytes, and returns what they are now.
+func (s *Store) pageOutTables(dir string, last int64) int64 {
+	now, _ := mappedFileBytes()
+	if now < last+trimAbove {
+		return min(last, now)
+	}
+	err := dropTablePages(dir, func(_ uint64, path string) (uint64, bool) { return dataLen(path), false })
+	if err != nil {
+		s.log.Debug("dropping mapped table pages failed", "dir", s.dir, "err", err)
+	}
+	now, _ = mappedFileBytes()
+	return now
 }
 
 // trim drops the mappings of the resident data pages of db's live tables

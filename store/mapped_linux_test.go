@@ -127,6 +127,37 @@ func TestTrimTablesDropsResidentPages(t *testing.T) {
 	}
 }
 
+// While the database closes (and compacts level 0) no table is pinned:
+// their data pages are paged out, their indexes kept.
+func TestPageOutTablesWhileClosing(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	const books = 10_000
+	fill(t, s, books)
+	_, dir := tablesOf(t, s)
+	countBooks(t, s)
+	before := residentTables(t, dir)
+	if before < 1024 {
+		t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
+	}
+	now, _ := mappedFileBytes()
+	if got := s.pageOutTables(dir, now); got > now {
+		t.Errorf("mapped pages %d after no growth, were %d", got, now)
+	}
+	if after := residentTables(t, dir); after < before*3/4 {
+		t.Errorf("resident tables %d KiB after a check with no growth, %d KiB before: paged out", after, before)
+	}
+	s.pageOutTables(dir, 0)
+	after := residentTables(t, dir)
+	t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
+	if after > before/4 {
+		t.Errorf("resident tables %d KiB after paging out, %d KiB before", after, before)
+	}
+	if got := countBooks(t, s); got != books {
+		t.Errorf("%d books after paging out, want %d", got, books)
+	}
+}
+
 // After a trim the tables' indexes stay mapped, so that pinning them again
 // (db.Tables reads every table's index) maps nothing more: dropped, every
 // table would come back with the pages the kernel maps around a fault.

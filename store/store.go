@@ -259,7 +259,7 @@ func (s *Store) Close() error {
 
 	var err error
 	if db != nil {
-		if cerr := db.Close(); cerr != nil {
+		if cerr := s.closeDB(db); cerr != nil {
 			err = ioErr(s.dir, "close", cerr)
 		}
 	}

@@ -90,6 +90,7 @@ func TestMeasurePhases(t *testing.T) {
 	t.Logf("%-32s %s", "a device joining (the server)", served())
 	phase(t, b, "joiner idle 10 s", func() { time.Sleep(10 * time.Second) })
 	phase(t, b, "joiner idle 30 s", func() { time.Sleep(20 * time.Second) })
+	phase(t, b, "joiner idle 70 s (database closed)", func() { time.Sleep(40 * time.Second) })
 }
 
 // useMeasureBin runs the build of danyue DANYUE_MEASURE_BIN names, if set,
