@@ -122,14 +122,14 @@
 //     hence the small tables. The rest of the heap's peak is garbage (each
 //     table a compaction writes allocates a 3 MB index buffer), which the
 //     Go collector lets grow to the live heap again unless the process sets
-//     a memory limit; the daemon's command does (cmd/danyue, 48 MiB), an
+//     a memory limit; the daemon's command does (cmd/danyue, 40 MiB), an
 //     embedding app chooses its own.
 //
 // testnet/cmd/flood measures it: a member offering a million records, the
 // daemon's peak RSS and its single-book GET latency meanwhile. On a shared
 // 2-core Linux machine the peak is 106-116 MB: 53-56 MB of Go heap (mostly
 // badger's table builders, their 3 MB index buffers and the memtables; the
-// record provenance of peer/knowledge.go, 12 MB of it then, is 5 MB now),
+// record provenance of peer/knowledge.go, 12 MB of it then, is 3 MB now),
 // 10-20 MB of table pages and 25 MB of the program's own text; 103-106 MB
 // once the program's text was 20 MB (peer/host.go); 100-109 MB at 7.8-8.1k
 // records a second (118 MB the same hour before) once a trimmer pass no

@@ -19,13 +19,19 @@ import (
 // builders, a 3 MB index buffer for every table a compaction writes,
 // memtable arenas. With the limit the collector runs as the heap nears it
 // instead, so the process's anonymous memory stays near the limit rather
-// than near twice the peak of the live heap: at the peak of a flood of a
-// million records about 50 MB instead of 95-130 MB. It is soft: when more
-// is live the runtime lets the heap grow (and caps the collector at half
-// the CPU), so a burst slows down rather than fails. Lower limits buy
-// little: at 32 MiB a device joining 100,000 books peaks at 65 MB instead
-// of 80 and takes twice as long. GOMEMLIMIT=off removes it.
-const daemonMemoryLimit = 48 << 20
+// than near twice the peak of the live heap. It is soft: when more is live
+// the runtime lets the heap grow (and caps the collector at half the CPU),
+// so a burst slows down rather than fails. Measured at 100,000 books
+// (TestMeasureScale, 2 cores, two runs each), with limits of 48, 40 and 32
+// MiB: bulk API writes peaked at 63.5-65.9, 56.5-58.1 and 50.4-53.0 MB
+// and took 14.0-14.9, 13.6-14.4 and 17.9-19.1 s; a device joining peaked
+// at 66.2-67.0, 59.1-60.9 and 56.5-59.5 MB and took 2.1-2.4, 2.1-2.3 and
+// 3.8-4.5 s. Below 40 the collector runs so often that the work slows
+// down for little less memory (at 24 a join took 4.5 s and peaked at 53
+// MB). A million-record flood peaks at about 108 MB whatever the limit:
+// its live heap is above any of them.
+// GOMEMLIMIT=off removes it.
+const daemonMemoryLimit = 40 << 20
 
 // minProcs is the fewest Ps (GOMAXPROCS) the daemon runs with. During a
 // burst, compactions and the collector keep a dozen goroutines runnable,
