@@ -402,31 +402,42 @@ func (p *provenance) coveredBy(have map[crdt.DeviceID]mark, data []byte) bool {
 // when the holder's stream breaks before it has caught up (at a join,
 // connections are often replaced as both sides dial), its next stream has
 // gateGrace to take the gate back before another peer gets it. Waiting is
-// bounded: a holder that never catches up costs duplicates, not a stalled
-// device.
+// bounded: a holder that stops making progress costs duplicates, not a
+// stalled device.
 type catchUpGate struct {
 	mu     sync.Mutex
 	holder *peerState
 	gen    uint64        // counts acquisitions, so a late grace timer is ignored
 	free   chan struct{} // closed when the holder lets go
+	moved  time.Time     // when the holder last took a batch, or took the gate
+	wait   time.Duration // gateWait if zero; for tests
 }
 
 // gateBacklog is the backlog (in sequence numbers) from which a pull
 // stream waits for the gate: smaller catch-ups run at once.
 const gateBacklog = 64
 
-// gateWait bounds how long a pull stream waits for another peer's catch-up.
-const gateWait = time.Minute
+// gateWait bounds how long a pull stream waits for another peer's
+// catch-up while that one takes no batch. A bound on the whole wait
+// instead (a minute, as it was) let a device joining a library of a
+// million books, which takes longer, pull it all again from every other
+// device it met: 2.00 records a book.
+const gateWait = 15 * time.Second
 
 // gateGrace is how long a holder whose stream broke keeps the gate for its
 // next stream.
 const gateGrace = 3 * time.Second
 
-// acquire waits until no other peer holds the gate, or until gateWait has
-// passed, and returns a release function (a no-op if it gave up waiting):
-// release(true) once caught up, release(false) when the stream ends first.
+// acquire waits until no other peer holds the gate, or until its holder
+// has taken no batch for gateWait, and returns a release function (a no-op
+// if it gave up waiting): release(true) once caught up, release(false)
+// when the stream ends first.
 func (g *catchUpGate) acquire(ctx context.Context, st *peerState) (release func(caught bool), err error) {
-	t := time.NewTimer(gateWait)
+	wait := g.wait
+	if wait == 0 {
+		wait = gateWait
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		g.mu.Lock()
@@ -435,6 +446,7 @@ func (g *catchUpGate) acquire(ctx context.Context, st *peerState) (release func(
 				g.free = make(chan struct{})
 			}
 			g.holder = st
+			g.moved = time.Now()
 			g.gen++
 			gen := g.gen
 			g.mu.Unlock()
@@ -446,10 +458,26 @@ func (g *catchUpGate) acquire(ctx context.Context, st *peerState) (release func(
 		select {
 		case <-free:
 		case <-t.C:
-			return func(bool) {}, nil
+			g.mu.Lock()
+			still := wait - time.Since(g.moved)
+			g.mu.Unlock()
+			if still <= 0 {
+				return func(bool) {}, nil
+			}
+			t.Reset(still) // the holder took a batch meanwhile
 		case <-ctx.Done():
 			return func(bool) {}, ctx.Err()
 		}
+	}
+}
+
+// progress tells the gate that st took a batch: if st holds it, whoever
+// waits goes on waiting.
+func (g *catchUpGate) progress(st *peerState) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.holder == st {
+		g.moved = time.Now()
 	}
 }
 

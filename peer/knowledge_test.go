@@ -1,8 +1,10 @@
 package peer
 
 import (
+	"context"
 	"encoding/binary"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/danyue/danyue/crdt"
@@ -158,5 +160,44 @@ func TestProvenanceOrigins(t *testing.T) {
 	last, _ := provenanceRecords(1<<31+maxOrigins-1, 1)
 	if src, ok := p.source(last[0]); !ok || src != (source{9, mark{100 + maxOrigins - 1, 1}}) {
 		t.Errorf("the last state added has source %+v, %v", src, ok)
+	}
+}
+
+// A stream waits at the gate while its holder takes batches, however long
+// that lasts, and gives up once the holder has taken none for the gate's
+// wait.
+func TestCatchUpGateWaitsForProgress(t *testing.T) {
+	ctx := context.Background()
+	g := catchUpGate{wait: time.Second}
+	holder, waiter := new(peerState), new(peerState)
+	if _, err := g.acquire(ctx, holder); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := g.acquire(ctx, waiter); err != nil {
+			t.Error(err)
+		}
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); <-tick.C {
+		g.progress(holder)
+		select {
+		case <-done:
+			t.Fatal("the waiter gave up while the holder took batches")
+		default:
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the waiter still waits a minute after the holder took its last batch")
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.holder != holder {
+		t.Error("the waiter took the gate from a holder that had not let go")
 	}
 }

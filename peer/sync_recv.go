@@ -338,6 +338,9 @@ func (p *puller) receive(ctx context.Context) error {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	p.cursor = b.Seq
+	if p.release != nil {
+		n.gate.progress(st)
+	}
 	n.kn.noteCursor(st.device, mark{b.Epoch, b.Seq})
 	if b.Whole {
 		n.kn.noteWhole(st.device, mark{b.Epoch, b.Seq})
