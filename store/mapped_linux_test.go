@@ -100,61 +100,57 @@ func TestReleaseAfterBurst(t *testing.T) {
 	poll.Until(t, "a release after the burst", 30*time.Second, released(2))
 }
 
-func TestTrimTablesDropsResidentPages(t *testing.T) {
-	s := open(t, t.TempDir(), Options{IdleClose: -1})
-	haltTrimmer(s)
-	const books = 10_000
-	fill(t, s, books)
-	db, dir := tablesOf(t, s)
-	if got := countBooks(t, s); got != books { // reads every table
-		t.Fatalf("%d books, want %d", got, books)
+// Trimming an open database drops the mappings of its pinned tables'
+// data; while it closes (and compacts level 0) no table is pinned, and
+// their data pages are paged out. Either way the indexes stay mapped and
+// every book reads as before.
+func TestDropTablePages(t *testing.T) {
+	tests := []struct {
+		name string
+		drop func(t *testing.T, s *Store, db *badger.DB, dir string)
+	}{
+		{"trim", func(t *testing.T, s *Store, db *badger.DB, dir string) {
+			if err := new(trimmer).trim(db, dir); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"page out while closing", func(t *testing.T, s *Store, db *badger.DB, dir string) {
+			before := residentTables(t, dir)
+			now, _ := mappedFileBytes()
+			if got := s.pageOutTables(dir, now); got > now {
+				t.Errorf("mapped pages %d after no growth, were %d", got, now)
+			}
+			if after := residentTables(t, dir); after < before*3/4 {
+				t.Errorf("resident tables %d KiB after a check with no growth, %d KiB before: paged out", after, before)
+			}
+			s.pageOutTables(dir, 0)
+		}},
 	}
-	before := residentTables(t, dir)
-	if before < 1024 {
-		t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
-	}
-	if err := new(trimmer).trim(db, dir); err != nil {
-		t.Fatal(err)
-	}
-	after := residentTables(t, dir)
-	t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
-	if after > before/4 {
-		t.Errorf("resident tables %d KiB after trimming, %d KiB before", after, before)
-	}
-	// The pages come back from the page cache: nothing is lost.
-	if got := countBooks(t, s); got != books {
-		t.Errorf("%d books after trimming, want %d", got, books)
-	}
-}
-
-// While the database closes (and compacts level 0) no table is pinned:
-// their data pages are paged out, their indexes kept.
-func TestPageOutTablesWhileClosing(t *testing.T) {
-	s := open(t, t.TempDir(), Options{IdleClose: -1})
-	haltTrimmer(s)
-	const books = 10_000
-	fill(t, s, books)
-	_, dir := tablesOf(t, s)
-	countBooks(t, s)
-	before := residentTables(t, dir)
-	if before < 1024 {
-		t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
-	}
-	now, _ := mappedFileBytes()
-	if got := s.pageOutTables(dir, now); got > now {
-		t.Errorf("mapped pages %d after no growth, were %d", got, now)
-	}
-	if after := residentTables(t, dir); after < before*3/4 {
-		t.Errorf("resident tables %d KiB after a check with no growth, %d KiB before: paged out", after, before)
-	}
-	s.pageOutTables(dir, 0)
-	after := residentTables(t, dir)
-	t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
-	if after > before/4 {
-		t.Errorf("resident tables %d KiB after paging out, %d KiB before", after, before)
-	}
-	if got := countBooks(t, s); got != books {
-		t.Errorf("%d books after paging out, want %d", got, books)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t, t.TempDir(), Options{IdleClose: -1})
+			haltTrimmer(s)
+			const books = 10_000
+			fill(t, s, books)
+			db, dir := tablesOf(t, s)
+			if got := countBooks(t, s); got != books { // reads every table
+				t.Fatalf("%d books, want %d", got, books)
+			}
+			before := residentTables(t, dir)
+			if before < 1024 {
+				t.Fatalf("only %d KiB of tables resident after a full scan: nothing to test", before)
+			}
+			tt.drop(t, s, db, dir)
+			after := residentTables(t, dir)
+			t.Logf("resident tables: %d KiB before, %d KiB after", before, after)
+			if after > before/4 {
+				t.Errorf("resident tables %d KiB after dropping, %d KiB before", after, before)
+			}
+			// The pages come back: nothing is lost.
+			if got := countBooks(t, s); got != books {
+				t.Errorf("%d books after dropping, want %d", got, books)
+			}
+		})
 	}
 }
 
