@@ -115,7 +115,7 @@ func TestDropTablePages(t *testing.T) {
 			}
 		}},
 		{"page out while closing", func(t *testing.T, s *Store, db *badger.DB, dir string) {
-			before := residentTables(t, dir)
+			before, books := residentTables(t, dir), countBooks(t, s)
 			now, _ := mappedFileBytes()
 			if got := s.pageOutTables(dir, now); got > now {
 				t.Errorf("mapped pages %d after no growth, were %d", got, now)
@@ -124,6 +124,16 @@ func TestDropTablePages(t *testing.T) {
 				t.Errorf("resident tables %d KiB after a check with no growth, %d KiB before: paged out", after, before)
 			}
 			s.pageOutTables(dir, 0)
+			if !pageOutWorks(t) {
+				// Kernels before 5.4 refuse the advice, and an emulator
+				// (qemu-user) may ignore it: the tables stay resident.
+				t.Log("this system does not page file mappings out (MADV_PAGEOUT); checking only that nothing is lost")
+				after := residentTables(t, dir)
+				if got := countBooks(t, s); got != books || after > before {
+					t.Errorf("%d books (want %d), resident tables %d KiB after paging out, %d KiB before", got, books, after, before)
+				}
+				t.SkipNow()
+			}
 		}},
 	}
 	for _, tt := range tests {
@@ -152,6 +162,43 @@ func TestDropTablePages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pageOutWorks reports whether MADV_PAGEOUT takes a page of a shared file
+// mapping out of this process's resident set here.
+func pageOutWorks(t *testing.T) bool {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "probe")
+	const size = 64 << 10
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	sum := 0
+	for i := 0; i < size; i += os.Getpagesize() {
+		sum += int(m[i])
+	}
+	resident := func() int64 {
+		kb, err := residentKB(func(p string) bool { return p == path })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kb[path]
+	}
+	before := resident()
+	if err := unix.Madvise(m, unix.MADV_PAGEOUT); err != nil {
+		return false
+	}
+	return before > 0 && resident() < before && sum == 0
 }
 
 // After a trim the tables' indexes stay mapped, so that pinning them again
