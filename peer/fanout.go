@@ -169,14 +169,23 @@ func (p *puller) announceDirect(ctx context.Context) {
 	}
 }
 
-// answer answers a sender's Want: which of its items this store lacks.
-func (p *puller) answer(w *wireWant) error {
-	if p.version < 4 {
-		return protoErrorf("want frame on a version %d stream", p.version)
+// answer answers a sender's Want (Ask from version 6): which of its items
+// this store lacks.
+func (p *puller) answer(f *wireFrame) error {
+	w := f.Want
+	switch {
+	case p.version < 4 || (w != nil) != (p.version < 6):
+		return protoErrorf("want frame of the wrong form on a version %d stream", p.version)
+	case w == nil:
+		var err error
+		if w, err = f.Ask.want(p.asks + 1); err != nil {
+			return err
+		}
 	}
-	if w.N == 0 || len(w.Items) > maxMarks {
+	if w.N == 0 || len(w.Items) > maxWantItems {
 		return protoErrorf("want %d of %d items", w.N, len(w.Items))
 	}
+	p.asks++
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var lacks []uint64
@@ -190,26 +199,39 @@ func (p *puller) answer(w *wireWant) error {
 			lacks = append(lacks, uint64(i))
 		}
 	}
-	return p.sendLocked(&wireFrame{Have: &wireHave{N: w.N, Lacks: lacks}})
+	h := &wireHave{N: w.N, Lacks: lacks}
+	if p.version >= 6 {
+		h.N = 0
+	}
+	return p.sendLocked(&wireFrame{Have: h})
 }
 
 // fanout is, on the send side of one stream, what the puller said of the
 // devices it pulls from itself, and the answers to this stream's Wants.
 type fanout struct {
-	mu      sync.Mutex
-	list    []wireMark // the puller's direct list
-	ver     uint64     // its version
-	wake    chan struct{}
-	answers chan *wireHave
-	asked   uint64 // Wants sent (sender only)
+	mu       sync.Mutex
+	list     []wireMark // the puller's direct list
+	ver      uint64     // its version
+	wake     chan struct{}
+	answers  chan *wireHave
+	asked    uint64 // Wants sent (sender only)
+	answered uint64 // answers received (version 6: what numbers them)
 }
 
 func newFanout() *fanout {
 	return &fanout{wake: make(chan struct{}, 1), answers: make(chan *wireHave, 1)}
 }
 
-// have takes a Have frame from the puller (watchPuller).
-func (fo *fanout) have(h *wireHave) error {
+// have takes a Have frame from the puller of a stream of version v
+// (watchPuller).
+func (fo *fanout) have(h *wireHave, v uint64) error {
+	if v >= 6 && h.N != 0 {
+		return protoErrorf("have frame numbered %d on a version %d stream", h.N, v)
+	}
+	if v >= 6 && h.List == 0 {
+		fo.answered++
+		h.N = fo.answered
+	}
 	if h.N != 0 {
 		select {
 		case <-fo.answers: // an answer nobody waits for any more
@@ -270,7 +292,7 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 	var marks []source
 	for i, d := range fo.list {
 		m, ok := held[crdt.DeviceID(d.Device)]
-		if ok && m.epoch == d.Epoch {
+		if ok && m.epoch == d.Epoch && len(items) < maxWantItems {
 			items = append(items, wireWantItem{Index: uint64(i), Seq: m.seq})
 			marks = append(marks, source{crdt.DeviceID(d.Device), m})
 		}
@@ -280,8 +302,12 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 		return nil
 	}
 	fo.asked++
+	f := &wireFrame{Want: &wireWant{N: fo.asked, List: ver, Items: items}}
+	if snd.version >= 6 {
+		f = &wireFrame{Ask: askOf(f.Want)}
+	}
 	snd.out.Reset()
-	if err := appendFrameV(&snd.out, &wireFrame{Want: &wireWant{N: fo.asked, List: ver, Items: items}}, snd.version); err != nil {
+	if err := appendFrameV(&snd.out, f, snd.version); err != nil {
 		return err
 	}
 	if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {

@@ -61,6 +61,8 @@ type wireFrame struct {
 	Caught *wireCaught `cbor:"6,keyasint,omitempty"`
 	Want   *wireWant   `cbor:"7,keyasint,omitempty"`
 	Have   *wireHave   `cbor:"8,keyasint,omitempty"`
+	// Version 6.
+	Ask wireAsk `cbor:"9,keyasint,omitempty"`
 }
 
 // wireHello opens a stream in both directions. Key 0 (the version) must keep
@@ -156,10 +158,44 @@ type wireWantItem struct {
 	Seq   uint64
 }
 
+// wireAsk (version 6) is a Want in a flat array, [List, Index, Seq,
+// Index, Seq, ...], numbered by its place among the stream's Asks: a busy
+// mesh sends one for most changes and stream, and the map keys, the item
+// arrays and the number were a third of it.
+type wireAsk []uint64
+
+// maxWantItems bounds the items of a Want, so that its Ask stays within
+// the decoder's array limit.
+const maxWantItems = (maxBatchRecords - 1) / 2
+
+// want returns a as a Want numbered n.
+func (a wireAsk) want(n uint64) (*wireWant, error) {
+	if len(a) < 3 || len(a)%2 == 0 || len(a) > 1+2*maxWantItems {
+		return nil, protoErrorf("ask of %d numbers", len(a))
+	}
+	w := &wireWant{N: n, List: a[0], Items: make([]wireWantItem, 0, len(a)/2)}
+	for i := 1; i < len(a); i += 2 {
+		w.Items = append(w.Items, wireWantItem{Index: a[i], Seq: a[i+1]})
+	}
+	return w, nil
+}
+
+// askOf returns w as an Ask: its number is its place on the stream.
+func askOf(w *wireWant) wireAsk {
+	a := make(wireAsk, 0, 1+2*len(w.Items))
+	a = append(a, w.List)
+	for _, it := range w.Items {
+		a = append(a, it.Index, it.Seq)
+	}
+	return a
+}
+
 // wireHave (version 4) is sent by a puller: either the answer to Want N,
 // the indices of its items the puller lacks (Lacks), or (N 0) its direct
 // list of version List: the devices it pulls from itself, with the epoch
-// of each one's store (Seq unused).
+// of each one's store (Seq unused). From version 6 an answer has no N (it
+// answers the stream's oldest unanswered Ask) and no List, which a direct
+// list always has.
 type wireHave struct {
 	N      uint64     `cbor:"0,keyasint,omitempty"`
 	Lacks  []uint64   `cbor:"1,keyasint,omitempty"`
@@ -359,7 +395,7 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("decode frame: %w", err)
 	}
 	n := 0
-	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Want != nil, f.Have != nil} {
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Want != nil, f.Have != nil, f.Ask != nil} {
 		if set {
 			n++
 		}

@@ -109,6 +109,15 @@ func fuzzSeeds(t testing.TB) [][]byte {
 			t.Fatal(err)
 		}
 	}
+	// Version 6: a relay question and its answer.
+	for _, f := range []*wireFrame{
+		{Ask: wireAsk{19, 0, 41, 2, 42}},
+		{Have: &wireHave{Lacks: []uint64{1}}},
+	} {
+		if err := appendFrameV(&v5, f, 6); err != nil {
+			t.Fatal(err)
+		}
+	}
 	out = append(out, v5.Bytes(), []byte{0x80, 0x00}, []byte{0xff, 0xff, 0xff, 0x7f})
 	return out
 }
@@ -157,6 +166,12 @@ func fuzzBody(t *testing.T, body []byte, v uint64, lib Library, id lpeer.ID) {
 		p := &puller{version: v, theirs: hello{Epoch: 7}, cursor: b.Seq / 2}
 		if got, err := p.batch(&wireFrame{Batch: &b}); err == nil && len(got.Gaps) != len(got.Records) && v >= 4 {
 			t.Fatalf("batch accepted with %d gaps for %d records", len(got.Gaps), len(got.Records))
+		}
+	}
+	if fm.Ask != nil {
+		// An Ask is refused, or is the Want it says.
+		if w, err := fm.Ask.want(1); err == nil && !slices.Equal(askOf(w), fm.Ask) {
+			t.Fatalf("ask %v read as %+v", fm.Ask, w)
 		}
 	}
 	var buf bytes.Buffer

@@ -17,9 +17,9 @@ import (
 // build speaks; protocolIDs lists every version it speaks, newest first.
 // Each version has its own libp2p protocol id, so that libp2p's protocol
 // negotiation picks the newest both sides speak before the first frame.
-const ProtocolID = "/danyue/sync/5"
+const ProtocolID = "/danyue/sync/6"
 
-var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/4", "/danyue/sync/3", "/danyue/sync/2", "/danyue/sync/1"}
+var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/5", "/danyue/sync/4", "/danyue/sync/3", "/danyue/sync/2", "/danyue/sync/1"}
 
 // ProtocolVersion is the version of the sync protocol this build speaks, sent
 // in every hello. A peer outside [MinProtocolVersion, ProtocolVersion] is
@@ -30,10 +30,11 @@ var protocolIDs = []protocol.ID{ProtocolID, "/danyue/sync/4", "/danyue/sync/3", 
 // Start frame and the sender's Caught frames, by which a record crosses the
 // wire about once per receiving device (knowledge.go); version 5 the same
 // frames, smaller: a varint length, and batches and acks without what the
-// stream fixes (frame.go). A stream's version is the one its protocol id
-// names.
+// stream fixes (frame.go); version 6 the relay questions, smaller: a Want
+// in a flat array (Ask) and its answer numbered by their place on the
+// stream. A stream's version is the one its protocol id names.
 const (
-	ProtocolVersion    = 5
+	ProtocolVersion    = 6
 	MinProtocolVersion = 1
 )
 

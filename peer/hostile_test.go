@@ -41,7 +41,7 @@ func TestHostileSenderChangesNothing(t *testing.T) {
 	var before [4]atomic.Int64 // A's records when stream i opened
 	// A version 4 sender: its batches name their epoch (frame5_test.go has
 	// version 5's).
-	r.SetStreamHandler(protocolIDs[1], func(s network.Stream) {
+	r.SetStreamHandler(protocolIDs[ProtocolVersion-v4], func(s network.Stream) {
 		defer s.Reset()
 		n := streams.Add(1)
 		if n < 4 {

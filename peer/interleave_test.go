@@ -104,7 +104,7 @@ func TestConvergenceUnderInterleavings(t *testing.T) {
 			}
 			return [2]int{a, b}
 		}
-		version := rapid.SampledFrom([]uint64{3, ProtocolVersion})
+		version := rapid.SampledFrom([]uint64{3, 5, ProtocolVersion})
 		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
 		for range steps {
 			switch rapid.IntRange(0, 4).Draw(rt, "action") {

@@ -10,18 +10,18 @@ import (
 )
 
 // frameNames names the wireFrame keys, for the breakdown below.
-var frameNames = [frameKinds]string{0: "other", 1: "hello", 2: "batch", 3: "error", 4: "ack", 5: "start", 6: "caught", 7: "want", 8: "have"}
+var frameNames = [frameKinds]string{0: "other", 1: "hello", 2: "batch", 3: "error", 4: "ack", 5: "start", 6: "caught", 7: "want", 8: "have", 9: "ask"}
 
 // TestMeshBytesBreakdown writes in turn on every device of a full mesh of
 // 20 (the shape of testnet's many-devices), each write reaching all others
 // before the next, and logs where the sync bytes of a change go, by frame
-// kind, on version 4 and 5 links. It checks only that the relays stay
+// kind, on links of versions 4, 5 and 6. It checks only that the relays stay
 // suppressed (bytes are reported: go test -run MeshBytes -v).
 func TestMeshBytesBreakdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a mesh of many devices")
 	}
-	for _, v := range []uint64{4, ProtocolVersion} {
+	for _, v := range []uint64{4, 5, ProtocolVersion} {
 		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) { meshBytes(t, v) })
 	}
 }

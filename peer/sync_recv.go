@@ -115,6 +115,7 @@ type puller struct {
 	out      bytes.Buffer
 	dirList  []wireMark // the direct list last sent, and its version
 	dirVer   uint64
+	asks     uint64            // Wants answered; version 6 numbers them so (receive's goroutine only)
 	theirs   hello             // the sender's hello
 	cursor   uint64            // the sender's last sequence merged here
 	graceful bool              // an Error frame was sent: close, do not reset
@@ -318,8 +319,8 @@ func (p *puller) receive(ctx context.Context) error {
 	if f.Caught != nil {
 		return p.caught(f.Caught)
 	}
-	if f.Want != nil {
-		return p.answer(f.Want)
+	if f.Want != nil || f.Ask != nil {
+		return p.answer(f)
 	}
 	b, err := p.batch(f)
 	if err != nil {

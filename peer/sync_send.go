@@ -322,7 +322,7 @@ func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *f
 				return
 			}
 		case err == nil && f.Have != nil && acks.version >= 4:
-			if err := fo.have(f.Have); err != nil {
+			if err := fo.have(f.Have, acks.version); err != nil {
 				n.log.Warn("peer sent a bad have frame on its sync stream", "peer", st.id, "err", err)
 				return
 			}
