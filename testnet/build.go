@@ -48,6 +48,7 @@ func buildBinary() (string, error) {
 	built.dir = dir
 	bin := filepath.Join(dir, "danyue")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/danyue")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README installs it
 	cmd.Dir = modDir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
