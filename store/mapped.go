@@ -130,6 +130,8 @@ func (s *Store) closeDB(db *badger.DB) error {
 	err := db.Close()
 	close(stop)
 	<-done
+	s.builders.Release()
+	s.builders = nil
 	return err
 }
 

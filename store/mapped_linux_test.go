@@ -2,7 +2,6 @@ package store
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,28 +39,6 @@ func residentByTable(t *testing.T, dir string) map[string]int64 {
 		t.Fatal(err)
 	}
 	return kb
-}
-
-// fill writes n books in full batches.
-func fill(t *testing.T, s *Store, n int) {
-	t.Helper()
-	for i := 0; i < n; i += MaxBatchEntries {
-		entries := make([]crdt.Entry, 0, MaxBatchEntries)
-		for j := i; j < min(n, i+MaxBatchEntries); j++ {
-			entries = append(entries, book(t, j, 1_700_000_000_000))
-		}
-		apply(t, s, Batch{Entries: entries})
-	}
-}
-
-// countBooks scans every book, checking that each decodes.
-func countBooks(t *testing.T, s *Store) int {
-	t.Helper()
-	n := 0
-	if err := s.Scan(context.Background(), crdt.KindBook, func(crdt.Entry) error { n++; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // tablesOf returns the store's open database, held until cleanup, and

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/danyue/danyue/crdt"
 )
@@ -61,6 +62,7 @@ type Store struct {
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
 	trim       *trimmer            // while db is open (mapped.go)
+	builders   *z.AllocatorPool    // taken out of db (builders.go), released once it is closed
 	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
 
@@ -136,23 +138,23 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	if err := s.loadMeta(db); err != nil {
-		db.Close()
+		s.closeDB(db)
 		return nil, err
 	}
 	if err := s.checkAcked(db); err != nil {
-		db.Close()
+		s.closeDB(db)
 		return nil, err
 	}
 	if err := s.ensureIndex(db); err != nil {
-		db.Close()
+		s.closeDB(db)
 		return nil, err
 	}
 	if err := s.ensureDeletedCount(db); err != nil {
-		db.Close()
+		s.closeDB(db)
 		return nil, ioErr(s.dir, "count the deleted books", err)
 	}
 	if s.wresidues, err = holdsResidues(db); err != nil {
-		db.Close()
+		s.closeDB(db)
 		return nil, ioErr(s.dir, "look for residues", err)
 	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
@@ -217,6 +219,7 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 	db, err = badger.Open(s.opt.badger(s.dbDir))
 	switch {
 	case err == nil:
+		s.builders = unpoolBuilders(db)
 		return db, nil
 	case isLockErr(err):
 		return nil, lockedErr(s.dir)
