@@ -22,17 +22,16 @@ import (
 // without one, badger gives each builder its own allocator and lets it go
 // when the table is written, and the heap holds only the builders at work.
 //
-// Measured on a 2-core machine, the same hour:
-//   - a flood of a million records (testnet/cmd/flood): peak RSS 80, 87,
-//     95, 80 and 86 MB without the pool; 152, 99 and 104 MB with it (and
-//     98-106 MB with it in the quieter hour before). Single-book GETs
-//     during it took 50-61 ms at the 99th percentile without it and 44-52
-//     ms with it; in the two runs made back to back with each, 49.6 and
-//     54.4 ms against 44.3 and 51.9, while the flood went in 7,900-9,100
-//     records a second against 4,700-5,700.
-//   - 100,000 books (TestMeasurePhases): bulk API writes peaked at 45.9 MB
-//     without the pool and 49.9 MB with it; a joining device at 50.8 and
-//     51.9 MB.
+// Measured on a 2-core machine, alternating the builds within two hours:
+//   - a flood of a million records (testnet/cmd/flood): peak RSS 80, 81,
+//     86, 87, 88 and 95 MB without the pool, 99, 104, 104 and 152 MB with
+//     it. Single-book GETs during it took 45-61 ms at the 99th percentile
+//     without it (median 53) and 40-52 ms with it (median 46), as the
+//     flood went in 6,700-10,200 records a second instead of 4,700-6,400:
+//     the collector has less to mark and runs less often.
+//   - 100,000 books (TestMeasurePhases): bulk API writes peaked at 43.2 and
+//     45.9 MB without the pool, 49.9 MB with it; a joining device at 50.8
+//     and 50.9 MB, 51.9 MB with it.
 
 // unpoolBuilders takes the table builders' allocator pool out of db and
 // returns it, or nil if this version of badger keeps it elsewhere (the
