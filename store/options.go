@@ -55,9 +55,17 @@ const (
 // Badger tuning for a small background process. Records are a few hundred
 // bytes and a library of 100,000 books is about 25 MB, so:
 //
-//   - 4 MB memtables, at most two (the one being written and one being
-//     flushed): a memtable's arena is resident once it has been reused, so
-//     badger's default of five 64 MB ones would dominate the footprint.
+//   - 4 MB memtables, NumMemtables 2: besides the memtable being written
+//     and the one its single flusher is writing out, badger queues up to
+//     NumMemtables full ones, so a burst holds up to four arenas of 5.2 MB,
+//     each a fresh allocation in the Go heap, which the collector lets grow
+//     to twice what is live; badger's default of five 64 MB ones would
+//     dominate the footprint. With one queued (NumMemtables 1, three arenas) a device
+//     joining 100,000 books peaked at 49 MB instead of 52, but a flood of
+//     a million records ran slower in three of four alternating runs
+//     (TestMeasurePhases, testnet/cmd/flood). None queued (0) makes the
+//     queue an unbuffered channel, which badger's writer only tries once
+//     each time the flusher wakes it, so it could wait for ever.
 //   - every value stays in the LSM tree (ValueThreshold above the largest
 //     record, crdt.MaxEncodedSize); the value log stays empty, needs no GC and
 //     its files are small.
@@ -68,13 +76,17 @@ const (
 //     two compactors keeps up to a dozen tables in flight while they are
 //     written out, each in a buffer of twice the table size, so badger's
 //     growing sizes (8 MB tables on the last level of a store of a million
-//     records) put 100 MB in builders alone; 1 MB tables put 40 MB more in
-//     the heap during a flood than 512 KB ones (measured with
-//     testnet/cmd/flood), for half the files (a store of a million records
-//     has about 550 tables, each an open file). Smaller tables gain
+//     records) put 100 MB in builders alone. 1 MB tables, for half the
+//     files (a store of a million records has about 550 tables, each an
+//     open file), put 40 MB more in the heap during a flood while badger
+//     pooled its builders; without the pool (builders.go) a flood peaked
+//     no higher with them (79-81 MB against 82-89, testnet/cmd/flood), but
+//     a restart at 100,000 books mapped 19 MB of tables and peaked at 61
+//     MB against 30-33 (TestMeasurePhases, one run). Smaller tables gain
 //     nothing: badger allocates a 3 MB buffer for the index of every table
-//     it writes, whatever its size, which is half of all it allocates
-//     during a flood at 512 KB, and 256 KB tables measured no lower.
+//     it writes, whatever its size, which is a third of all the daemon
+//     allocates during a flood at 512 KB (2.3 GB of 7.2 GB for 400,000
+//     records), and 256 KB tables measured no lower.
 //   - badger's own leveled compaction, with its minimum of two compactor
 //     goroutines, and small levels: a base level of 4 MB and each level 5
 //     times the one above. A compaction of level 0 merges every level-0
