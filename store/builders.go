@@ -44,12 +44,21 @@ import (
 // a builder gets either the pool, which stays open until db is closed, or
 // none, and both are valid.
 func unpoolBuilders(db *badger.DB) *z.AllocatorPool {
+	field := poolField(db)
+	if field == nil {
+		return nil
+	}
+	pool := *field
+	*field = nil
+	return pool
+}
+
+// poolField is where db keeps its table builders' allocator pool, or nil
+// if this version of badger has no such field.
+func poolField(db *badger.DB) **z.AllocatorPool {
 	f := reflect.ValueOf(db).Elem().FieldByName("allocPool")
 	if !f.IsValid() || f.Type() != reflect.TypeFor[*z.AllocatorPool]() {
 		return nil
 	}
-	field := (**z.AllocatorPool)(unsafe.Pointer(f.UnsafeAddr()))
-	pool := *field
-	*field = nil
-	return pool
+	return (**z.AllocatorPool)(unsafe.Pointer(f.UnsafeAddr()))
 }

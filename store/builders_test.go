@@ -1,24 +1,21 @@
 package store
 
 import (
-	"reflect"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/ristretto/v2/z"
 )
 
-// badgerPool is the allocator pool db's table builders take from, read
-// the way unpoolBuilders finds it.
-func badgerPool(t *testing.T, db *badger.DB) any {
+// badgerPool is the allocator pool db's table builders take from, found
+// where unpoolBuilders takes it.
+func badgerPool(t *testing.T, db *badger.DB) *z.AllocatorPool {
 	t.Helper()
-	f := reflect.ValueOf(db).Elem().FieldByName("allocPool")
-	if !f.IsValid() {
+	field := poolField(db)
+	if field == nil {
 		t.Fatal("badger.DB has no allocPool field: unpoolBuilders must find the pool elsewhere")
 	}
-	if f.IsNil() {
-		return nil
-	}
-	return f.Pointer()
+	return *field
 }
 
 // The store takes badger's builder pool out of every handle it opens, and
@@ -31,6 +28,9 @@ func TestBuildersUnpooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Not held while checked, so that a failure does not leave Close
+	// waiting for it: IdleClose -1 keeps db open until Close.
+	s.release()
 	if s.builders == nil {
 		t.Fatal("the store kept no pool: unpoolBuilders did not find badger's")
 	}
@@ -42,7 +42,6 @@ func TestBuildersUnpooled(t *testing.T) {
 	if len(db.Tables()) == 0 {
 		t.Fatal("no table was built")
 	}
-	s.release()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
