@@ -191,7 +191,7 @@ func (d *Daemon) changed(changes []store.Change, remote bool) {
 		case crdt.KindMember:
 			d.membersChangedLocked(&c.Entry.Member, &news)
 		case crdt.KindBook:
-			existed := c.Prev.Kind == crdt.KindBook
+			existed := c.Prev != nil
 			was, is := existed && c.Prev.Book.Visible(), c.Entry.Book.Visible()
 			d.count(existed, was, -1)
 			d.count(true, is, +1)

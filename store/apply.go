@@ -64,11 +64,15 @@ type Result struct {
 	Changed []Change
 }
 
-// Change is one record changed by a batch.
+// Change is one record changed by a batch. Prev and Entry point at the
+// batch's own copies, which nothing else holds, rather than copying each
+// record twice more (a crdt.Entry is over 600 bytes, and a flood from a
+// member changes hundreds of thousands); the caller reads them and does
+// not change them.
 type Change struct {
-	Seq   uint64     // the record's new local sequence number
-	Prev  crdt.Entry // the record before the batch; zero Kind if it is new
-	Entry crdt.Entry // the merged record
+	Seq   uint64      // the record's new local sequence number
+	Prev  *crdt.Entry // the record before the batch; nil if it is new
+	Entry *crdt.Entry // the merged record
 }
 
 // Limits that make a batch always fit in one transaction. A peer that sends

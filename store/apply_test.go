@@ -58,13 +58,13 @@ func TestApplyRoundTrip(t *testing.T) {
 			t.Fatalf("%s: %d changes, want 1", tc.name, len(res.Changed))
 		}
 		c := res.Changed[0]
-		if c.Seq != tc.seq || (c.Prev.Kind == 0) != tc.isNew {
-			t.Errorf("%s: change seq %d prev kind %v, want seq %d new %v", tc.name, c.Seq, c.Prev.Kind, tc.seq, tc.isNew)
+		if c.Seq != tc.seq || (c.Prev == nil) != tc.isNew {
+			t.Errorf("%s: change seq %d prev %v, want seq %d new %v", tc.name, c.Seq, c.Prev, tc.seq, tc.isNew)
 		}
-		if !tc.isNew && !equalEntry(c.Prev, before) {
+		if !tc.isNew && !equalEntry(*c.Prev, before) {
 			t.Errorf("%s: Prev = %+v, want %+v", tc.name, c.Prev, before)
 		}
-		if !equalEntry(c.Entry, merged) {
+		if !equalEntry(*c.Entry, merged) {
 			t.Errorf("%s: Entry = %+v, want %+v", tc.name, c.Entry, merged)
 		}
 		if s.LastSeq() != tc.seq {

@@ -154,6 +154,24 @@ func positionID(o Order, pos []byte) []byte {
 // caller that got it from outside must check before passing it to Page.
 func ValidPosition(o Order, pos []byte) bool { return positionID(o, pos) != nil }
 
+// maxWrites is the most keys records and index write for r.
+func (r *rec) maxWrites() int {
+	n := 2 // the record under its new sequence number, and its pointer to it
+	if r.residue {
+		n++
+	}
+	if r.stored {
+		n++ // the old sequence number's delete
+	}
+	if r.cur.Kind == crdt.KindBook {
+		n += len(orders)
+		if r.stored {
+			n += len(orders)
+		}
+	}
+	return n
+}
+
 // index adds the index writes of a changed record: for each order whose
 // key changed, a delete of the old entry and a write of the new one.
 func (p *plan) index(r *rec) {

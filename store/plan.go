@@ -40,7 +40,7 @@ type rec struct {
 	seq     uint64 //
 	live    bool   // cur holds the record (stored, or created by this batch)
 	changed bool
-	prev    crdt.Entry // the record before this batch, if stored
+	prev    *crdt.Entry // the record before this batch, if stored
 	cur     crdt.Entry
 	residue bool // cur is the residue of a collected book (purge.go)
 }
@@ -207,7 +207,8 @@ func (p *plan) load(id []byte) (*rec, error) {
 		return nil, err
 	}
 	if found {
-		r.stored, r.live, r.seq, r.cur, r.prev = true, true, seq, e, e.Clone()
+		prev := e.Clone()
+		r.stored, r.live, r.seq, r.cur, r.prev = true, true, seq, e, &prev
 	} else if err := p.loadResidue(r); err != nil {
 		return nil, err
 	}
@@ -250,9 +251,14 @@ func (s *Store) readRecord(txn *badger.Txn, id []byte) (crdt.Entry, uint64, bool
 // records gives every changed record the next sequence number and writes
 // it, removing the index entry it supersedes.
 func (p *plan) records() error {
-	// Sized once: a record writes up to 9 keys (3 here, 6 in index), and a
-	// batch of a sync carries hundreds.
-	p.writes = slices.Grow(p.writes, 9*len(p.order)+4)
+	// Sized once, and no larger: a batch of a sync carries hundreds of
+	// records, most of them new, which write 5 keys where a changed one
+	// writes up to 9.
+	n := 7 // the deleted count, a count for each of (rarely) two kinds created, and extras' four
+	for _, r := range p.order {
+		n += r.maxWrites()
+	}
+	p.writes = slices.Grow(p.writes, n)
 	p.result.Changed = make([]Change, 0, len(p.order))
 	for _, r := range p.order {
 		enc, err := r.cur.Encode()
@@ -275,7 +281,7 @@ func (p *plan) records() error {
 			write{key: seqKey(p.seq), val: enc},
 			write{key: recordKey(r.id), val: u64(p.seq)})
 		p.index(r)
-		p.result.Changed = append(p.result.Changed, Change{Seq: p.seq, Prev: r.prev, Entry: r.cur})
+		p.result.Changed = append(p.result.Changed, Change{Seq: p.seq, Prev: r.prev, Entry: &r.cur})
 	}
 	if p.deletedDelta != 0 {
 		v, err := getValue(p.txn, keyDeletedBooks)

@@ -47,7 +47,8 @@ const daemonMemoryLimit = 40 << 20
 // and 45% for the collector (waiting for a collection to start or to
 // finish marking, both of which stop the world, or parked in an assist),
 // which runs about 30 times a second during a flood: the flood allocates
-// 18 KB a record, a third of it badger's index buffers (store/options.go).
+// 17-18 KB a record, over a third of it badger's index buffers
+// (store/options.go).
 const minProcs = 4
 
 // The daemon turns the runtime's heap profiling off (MemProfileRate 0)
