@@ -1,5 +1,7 @@
 package crdt
 
+import "bytes"
+
 // The wire form of a member record: a map with small integer keys like the
 // others, the addition a fixed array like a position, the names an array of
 // texts in the record's order.
@@ -21,7 +23,10 @@ type wireAdded struct {
 }
 
 func (m *Member) wire() *wireMember {
-	w := &wireMember{Library: m.Library[:], ID: uint64(m.ID), Removed: stampWire(m.Removed)}
+	// A copy: a slice of m.Library would make every Entry that is encoded
+	// escape to the heap, 600 bytes for each record decoded (Decode
+	// encodes to check).
+	w := &wireMember{Library: bytes.Clone(m.Library[:]), ID: uint64(m.ID), Removed: stampWire(m.Removed)}
 	if !m.Added.IsZero() {
 		w.Added = &wireAdded{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: uint64(m.Added.Device), By: uint64(m.AddedBy)}
 	}
