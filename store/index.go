@@ -154,7 +154,8 @@ func positionID(o Order, pos []byte) []byte {
 // caller that got it from outside must check before passing it to Page.
 func ValidPosition(o Order, pos []byte) bool { return positionID(o, pos) != nil }
 
-// maxWrites is the most keys records and index write for r.
+// maxWrites is the most writes records and index make for r, so that
+// records sizes a batch's writes once: it follows both.
 func (r *rec) maxWrites() int {
 	n := 2 // the record under its new sequence number, and its pointer to it
 	if r.residue {
