@@ -161,12 +161,12 @@ func (r *rec) maxWrites() int {
 	if r.residue {
 		n++
 	}
-	if r.stored {
+	if r.prev != nil {
 		n++ // the old sequence number's delete
 	}
 	if r.cur.Kind == crdt.KindBook {
 		n += len(orders)
-		if r.stored {
+		if r.prev != nil {
 			n += len(orders)
 		}
 	}
@@ -179,7 +179,7 @@ func (p *plan) index(r *rec) {
 	if r.cur.Kind != crdt.KindBook {
 		return
 	}
-	wasDeleted := r.stored && r.prev.Kind == crdt.KindBook && !r.prev.Book.Visible()
+	wasDeleted := r.prev != nil && r.prev.Kind == crdt.KindBook && !r.prev.Book.Visible()
 	switch isDeleted := !r.cur.Book.Visible(); {
 	case isDeleted && !wasDeleted:
 		p.deletedDelta++
@@ -188,7 +188,7 @@ func (p *plan) index(r *rec) {
 	}
 	for _, o := range orders {
 		nk := indexKey(o, r.id, &r.cur.Book)
-		if r.stored && r.prev.Kind == crdt.KindBook {
+		if r.prev != nil && r.prev.Kind == crdt.KindBook {
 			ok := indexKey(o, r.id, &r.prev.Book)
 			if bytes.Equal(ok, nk) {
 				continue

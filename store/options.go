@@ -60,12 +60,12 @@ const (
 //     NumMemtables full ones, so a burst holds up to four arenas of 5.2 MB,
 //     each a fresh allocation in the Go heap, which the collector lets grow
 //     to twice what is live; badger's default of five 64 MB ones would
-//     dominate the footprint. With one queued (NumMemtables 1, three arenas) a device
-//     joining 100,000 books peaked at 49 MB instead of 52, but a flood of
-//     a million records ran slower in three of four alternating runs
-//     (TestMeasurePhases, testnet/cmd/flood). None queued (0) makes the
-//     queue an unbuffered channel, which badger's writer only tries once
-//     each time the flusher wakes it, so it could wait for ever.
+//     dominate the footprint. With one queued (NumMemtables 1, three
+//     arenas) a device joining 100,000 books peaked at 49 MB instead of
+//     52, but a flood of a million records ran slower in three of four
+//     alternating runs (TestMeasurePhases, testnet/cmd/flood). None queued
+//     (0) makes the queue an unbuffered channel, which badger's writer only
+//     tries once each time the flusher wakes it, so it could wait for ever.
 //   - every value stays in the LSM tree (ValueThreshold above the largest
 //     record, crdt.MaxEncodedSize); the value log stays empty, needs no GC and
 //     its files are small.
@@ -81,8 +81,9 @@ const (
 //     open file), put 40 MB more in the heap during a flood while badger
 //     pooled its builders; without the pool (builders.go) a flood peaked
 //     no higher with them (79-81 MB against 82-89, testnet/cmd/flood), but
-//     a restart at 100,000 books mapped 19 MB of tables and peaked at 61
-//     MB against 30-33 (TestMeasurePhases, one run). Smaller tables gain
+//     a restart at 100,000 books peaked at 61 and 44 MB against 28-33
+//     (TestMeasurePhases, two runs; the first mapped 19 MB of tables).
+//     Smaller tables gain
 //     nothing: badger allocates a 3 MB buffer for the index of every table
 //     it writes, whatever its size, which is a third of all the daemon
 //     allocates during a flood at 512 KB (2.3 GB of 7.2 GB for 400,000

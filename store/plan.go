@@ -35,12 +35,13 @@ type plan struct {
 
 // rec is one record as the batch sees it.
 type rec struct {
-	id      []byte
-	stored  bool   // in the store before this batch, at index entry seq
-	seq     uint64 //
-	live    bool   // cur holds the record (stored, or created by this batch)
+	id []byte
+	// prev is the record as stored before this batch, at index entry seq;
+	// nil if it was not stored.
+	prev    *crdt.Entry
+	seq     uint64
+	live    bool // cur holds the record (stored, or created by this batch)
 	changed bool
-	prev    *crdt.Entry // the record before this batch, if stored
 	cur     crdt.Entry
 	residue bool // cur is the residue of a collected book (purge.go)
 }
@@ -208,7 +209,7 @@ func (p *plan) load(id []byte) (*rec, error) {
 	}
 	if found {
 		prev := e.Clone()
-		r.stored, r.live, r.seq, r.cur, r.prev = true, true, seq, e, &prev
+		r.live, r.seq, r.cur, r.prev = true, seq, e, &prev
 	} else if err := p.loadResidue(r); err != nil {
 		return nil, err
 	}
@@ -254,7 +255,9 @@ func (p *plan) records() error {
 	// Sized once, and no larger: a batch of a sync carries hundreds of
 	// records, most of them new, which write 5 keys where a changed one
 	// writes up to 9.
-	n := 7 // the deleted count, a count for each of (rarely) two kinds created, and extras' four
+	// The deleted count, a count for each of (rarely) two kinds created,
+	// and the four extras.
+	n := 7
 	for _, r := range p.order {
 		n += r.maxWrites()
 	}
@@ -269,7 +272,7 @@ func (p *plan) records() error {
 		if r.residue {
 			p.writes = append(p.writes, write{key: residueKey(r.id), del: true})
 		}
-		if r.stored {
+		if r.prev != nil {
 			p.writes = append(p.writes, write{key: seqKey(r.seq), del: true})
 		} else {
 			if p.added == nil {
