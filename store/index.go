@@ -174,12 +174,14 @@ func (r *rec) maxWrites() int {
 }
 
 // index adds the index writes of a changed record: for each order whose
-// key changed, a delete of the old entry and a write of the new one.
+// key changed, a delete of the old entry and a write of the new one. A
+// stored record has the kind of its id (readRecord), so r.prev, if any, is
+// a book too.
 func (p *plan) index(r *rec) {
 	if r.cur.Kind != crdt.KindBook {
 		return
 	}
-	wasDeleted := r.prev != nil && r.prev.Kind == crdt.KindBook && !r.prev.Book.Visible()
+	wasDeleted := r.prev != nil && !r.prev.Book.Visible()
 	switch isDeleted := !r.cur.Book.Visible(); {
 	case isDeleted && !wasDeleted:
 		p.deletedDelta++
@@ -188,7 +190,7 @@ func (p *plan) index(r *rec) {
 	}
 	for _, o := range orders {
 		nk := indexKey(o, r.id, &r.cur.Book)
-		if r.prev != nil && r.prev.Kind == crdt.KindBook {
+		if r.prev != nil {
 			ok := indexKey(o, r.id, &r.prev.Book)
 			if bytes.Equal(ok, nk) {
 				continue
