@@ -1,6 +1,7 @@
-// Package procstat reads what a process costs from Linux's /proc: CPU time,
-// context switches and memory. The idle measurements of the daemon and of
-// the embedded node use it; it is a measuring aid, not part of the product.
+// Package procstat reads what a process costs from Linux's /proc (CPU time,
+// context switches and memory) and how the machine's CPU time went. The
+// idle measurements of the daemon and of the embedded node and the flood
+// tool use it; it is a measuring aid, not part of the product.
 package procstat
 
 import (
@@ -86,4 +87,62 @@ func Report(before, after Sample, window time.Duration) string {
 	return fmt.Sprintf("RSS %.1f MB (peak %.1f MB), %d threads; CPU %v = %.4f%% of one core; context switches %d = %.2f/s",
 		float64(after.RSSKB)/1024, float64(after.HWMKB)/1024, after.Threads,
 		cpu, 100*cpu.Seconds()/window.Seconds(), switches, float64(switches)/window.Seconds())
+}
+
+// Machine is a reading of the whole machine's CPU time, summed over its
+// CPUs (/proc/stat). Steal is time a hypervisor gave the CPUs to other
+// guests: a benchmark that ran slower than usual with steal high was short
+// of CPU, not slower itself.
+type Machine struct {
+	Busy, Idle, Steal time.Duration
+}
+
+// ReadMachine reads the machine's CPU time.
+func ReadMachine() (Machine, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Machine{}, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	return parseCPULine(line)
+}
+
+// userHz is the unit of /proc/stat's times (USER_HZ), 100 on every Linux
+// architecture Go supports.
+const userHz = 100
+
+// parseCPULine parses /proc/stat's first line: "cpu", then user, nice,
+// system, idle, iowait, irq, softirq and steal ticks (and guest times,
+// which user already counts).
+func parseCPULine(line string) (Machine, error) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return Machine{}, fmt.Errorf("/proc/stat starts with %q, not the cpu line", line)
+	}
+	var t [8]time.Duration
+	for i := range t {
+		n, err := strconv.ParseUint(f[1+i], 10, 63)
+		if err != nil {
+			return Machine{}, fmt.Errorf("/proc/stat's cpu line: field %d: %w", 1+i, err)
+		}
+		t[i] = time.Duration(n) * time.Second / userHz
+	}
+	const user, nice, system, idle, iowait, irq, softirq, steal = 0, 1, 2, 3, 4, 5, 6, 7
+	return Machine{
+		Busy:  t[user] + t[nice] + t[system] + t[irq] + t[softirq],
+		Idle:  t[idle] + t[iowait],
+		Steal: t[steal],
+	}, nil
+}
+
+// Shares says how the machine's CPU time between two readings was spent,
+// as percentages of it.
+func (m Machine) Shares(before Machine) string {
+	busy, idle, steal := m.Busy-before.Busy, m.Idle-before.Idle, m.Steal-before.Steal
+	total := (busy + idle + steal).Seconds()
+	if total <= 0 {
+		return "no CPU time passed"
+	}
+	return fmt.Sprintf("busy %.0f%%, idle %.0f%%, stolen by the hypervisor %.1f%%",
+		100*busy.Seconds()/total, 100*idle.Seconds()/total, 100*steal.Seconds()/total)
 }

@@ -14,7 +14,12 @@
 // than one batch. Each line of output is one second: records sent,
 // records the daemon has stored (its book count, less the count at start),
 // its RSS, and the GETs' p50/p99/max over that second; the last lines sum up
-// the whole flood, with the peak RSS and the GETs' p50/p99 over all of it.
+// the whole flood, with the peak RSS and the GETs' p50/p99 over all of it,
+// and how the machine's CPU time went meanwhile: the target's share, and
+// what a hypervisor gave to other guests (steal). On a shared virtual
+// machine the same build floods at 6,000 records a second in one hour and
+// 15,000 in another, and the GETs' tail follows; the last line says
+// whether a slow run was short of CPU.
 //
 // The GETs are timed by a child process (this command with -meter), so
 // that the CPU this process spends making and encrypting records cannot
@@ -133,6 +138,7 @@ func run(ctx context.Context, code string, n uint64, socket string, pid int, eve
 	}
 
 	start := time.Now()
+	cpu := startCPU(pid)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var prevSent uint64
@@ -142,7 +148,7 @@ func run(ctx context.Context, code string, n uint64, socket string, pid int, eve
 		select {
 		case <-ctx.Done():
 			fmt.Println("stopped before the target stored everything:", ctx.Err())
-			return m.summary(start, node.Stats().RecordsSent, applied, peak)
+			return m.summary(start, node.Stats().RecordsSent, applied, peak, cpu)
 		case <-tick.C:
 		}
 		sent := node.Stats().RecordsSent
@@ -167,7 +173,7 @@ func run(ctx context.Context, code string, n uint64, socket string, pid int, eve
 		}
 		fmt.Println(line)
 		if applied >= n || (cl == nil && sent >= n) {
-			return m.summary(start, sent, applied, peak)
+			return m.summary(start, sent, applied, peak, cpu)
 		}
 	}
 }
@@ -407,7 +413,7 @@ func (s sample) max() time.Duration {
 	return slices.Max(s.lat).Round(10 * time.Microsecond)
 }
 
-func (m *meter) summary(start time.Time, sent, applied uint64, peakKB int64) error {
+func (m *meter) summary(start time.Time, sent, applied uint64, peakKB int64, cpu cpuAtStart) error {
 	el := time.Since(start)
 	m.mu.Lock()
 	all := m.all
@@ -423,5 +429,50 @@ func (m *meter) summary(start time.Time, sent, applied uint64, peakKB int64) err
 	if peakKB > 0 {
 		fmt.Printf("target peak RSS %.0f MB\n", float64(peakKB)/1024)
 	}
+	cpu.report(el)
 	return nil
+}
+
+// cpuAtStart is the CPU time of the target and of the machine when the
+// flood began: the records a second, and the GETs' tail, depend on how
+// much CPU the machine gave, which on a shared virtual machine varies by
+// the hour.
+type cpuAtStart struct {
+	pid     int
+	target  time.Duration
+	machine procstat.Machine
+	ok      bool
+}
+
+func startCPU(pid int) cpuAtStart {
+	c := cpuAtStart{pid: pid}
+	m, err := procstat.ReadMachine()
+	if err != nil {
+		return c // not Linux: nothing to report
+	}
+	c.machine, c.ok = m, true
+	if pid > 0 {
+		if s, err := procstat.Read(pid); err == nil {
+			c.target = s.CPU
+		}
+	}
+	return c
+}
+
+// report prints what the target and the machine spent since the start.
+func (c cpuAtStart) report(el time.Duration) {
+	if !c.ok {
+		return
+	}
+	m, err := procstat.ReadMachine()
+	if err != nil {
+		return
+	}
+	line := "machine CPU during the flood: " + m.Shares(c.machine)
+	if c.pid > 0 {
+		if s, err := procstat.Read(c.pid); err == nil {
+			line += fmt.Sprintf("; the target used %.2f cores", (s.CPU-c.target).Seconds()/el.Seconds())
+		}
+	}
+	fmt.Println(line)
 }
