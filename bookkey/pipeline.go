@@ -30,8 +30,8 @@ type keyer struct {
 	running bool // a worker owns k.h until it sends on done
 
 	algo   Algo
-	h      hash.Hash
-	hashes [SHA256 + 1]hash.Hash // by Algo, made on first use
+	h      stateHash
+	hashes [SHA256 + 1]stateHash // by Algo, made on first use
 	snap   []byte                // a hash state saved at the start of a blank run
 	sum    []byte
 
@@ -44,6 +44,18 @@ type keyer struct {
 	head     headReader
 	dec      decodeReader
 	decoders [GB18030 + 1]transform.Transformer // by Encoding, made on first use
+}
+
+// stateHash is a hash whose state can be saved and restored, as the
+// standard library's are. The hashes are asserted to it once, when made: an
+// assertion from one interface to another in the hot path would go through
+// the runtime's per-site cache, which the runtime fills at random (about one
+// miss in a thousand), allocating then, so a call could allocate long after
+// the first.
+type stateHash interface {
+	hash.Hash
+	encoding.BinaryAppender
+	encoding.BinaryUnmarshaler
 }
 
 // job is one message to the worker: hash bufs[buf][:n], saving the hash state
@@ -77,9 +89,9 @@ func (k *keyer) useAlgo(a Algo) {
 	if k.hashes[a] == nil {
 		switch a {
 		case MD5:
-			k.hashes[a] = md5.New()
+			k.hashes[a] = md5.New().(stateHash)
 		case SHA256:
-			k.hashes[a] = sha256.New()
+			k.hashes[a] = sha256.New().(stateHash)
 		}
 	}
 	k.h = k.hashes[a]
@@ -156,14 +168,14 @@ func (k *keyer) hash(j job) {
 		// AppendBinary into a buffer with room does not allocate, so only
 		// blank runs cost a snapshot, and a snapshot costs ~100 bytes.
 		var err error
-		if k.snap, err = k.h.(encoding.BinaryAppender).AppendBinary(k.snap[:0]); err != nil {
+		if k.snap, err = k.h.AppendBinary(k.snap[:0]); err != nil {
 			panic("bookkey: save hash state: " + err.Error())
 		}
 		b = b[j.mark:]
 	}
 	k.h.Write(b)
 	if j.restore {
-		if err := k.h.(encoding.BinaryUnmarshaler).UnmarshalBinary(k.snap); err != nil {
+		if err := k.h.UnmarshalBinary(k.snap); err != nil {
 			panic("bookkey: restore hash state: " + err.Error())
 		}
 	}
