@@ -23,13 +23,15 @@ import (
 // device's, then the joiner idling). Each peak is the largest RSS sampled every 20 ms during the
 // phase, with its parts at that moment: anonymous memory (the Go heap and
 // stacks, badger's memtables), the binary's pages, badger's mapped tables
-// and memtable logs, and other files. The binary's share depends on the
-// file system it is read from as much as on the daemon: a fault on a file
-// page maps its neighbours too, as many as the page cache holds in one
-// folio. Touching one byte in every 256 KB of the 32 MB binary mapped 23 MB
-// of it from ext4 (kernel 6.18, which caches files in large folios) and 8
-// MB from tmpfs (64 KB fault-around); the phases' peaks at 100,000 books
-// held 18-19 MB of the binary run from ext4 and 13 MB run from tmpfs
+// and memtable logs, and other files. The binary's share depends on how
+// the page cache holds the file as much as on the daemon: a fault on a
+// file page maps its neighbours too, as many as the page cache holds in
+// one folio. Touching one byte in every 256 KB of the 32 MB binary mapped
+// 8 to 23 MB of it from ext4 (kernel 6.18, which caches files in large
+// folios, as large as the reads that filled the cache made them), 8 MB
+// from tmpfs (64 KB fault-around) and 0.5 MB read page by page into an
+// empty cache (MADV_RANDOM); the phases' peaks at 100,000 books held
+// 12-19 MB of the binary run from ext4 and 13 MB run from tmpfs
 // (DANYUE_MEASURE_BIN=/dev/shm/danyue). It is a measuring command, not a
 // check (Linux only, it reads /proc):
 //
