@@ -122,7 +122,7 @@
 //     hence the small tables. The rest of the heap's peak is garbage (each
 //     table a compaction writes allocates a 3 MB index buffer), which the
 //     Go collector lets grow to the live heap again unless the process sets
-//     a memory limit; the daemon's command does (cmd/danyue, 40 MiB), an
+//     a memory limit; the daemon's command does (cmd/danyue, 28 MiB), an
 //     embedding app chooses its own.
 //
 // testnet/cmd/flood measures it: a member offering a million records, the

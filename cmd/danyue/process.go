@@ -21,17 +21,34 @@ import (
 // instead, so the process's anonymous memory stays near the limit rather
 // than near twice the peak of the live heap. It is soft: when more is live
 // the runtime lets the heap grow (and caps the collector at half the CPU),
-// so a burst slows down rather than fails. Measured at 100,000 books
-// (TestMeasureScale, 2 cores, two runs each), with limits of 48, 40 and 32
-// MiB: bulk API writes peaked at 63.5-65.9, 56.5-58.1 and 50.4-53.0 MB
-// and took 14.0-14.9, 13.6-14.4 and 17.9-19.1 s; a device joining peaked
-// at 66.2-67.0, 59.1-60.9 and 56.5-59.5 MB and took 2.1-2.4, 2.1-2.3 and
-// 3.8-4.5 s. Below 40 the collector runs so often that the work slows
-// down for little less memory (at 24 a join took 4.5 s and peaked at 53
-// MB). A million-record flood peaks at about 108 MB whatever the limit:
-// its live heap is above any of them.
+// so a burst slows down rather than fails.
+//
+// Between bursts of badger's the live heap of a daemon taking 100,000
+// books is 6-7 MB, one memtable arena and little else; a flush holds two
+// arenas and a table builder (13 MB), a compaction's builders up to 23 MB.
+// Measured on 2 cores, same hour, with limits of 40, 28 and 24 MiB:
+//   - at 100,000 books (TestMeasurePhases, two runs each), bulk API writes
+//     peaked at 48.4 and 45.9, 38.0 and 38.3, 40.8 and 38.2 MB (anonymous
+//     memory 29-30, 18-20 and 17-23 MB; the program's pages and table
+//     pages take 15-22 MB whatever the limit) in 17-20, 16-19 and 17-19 s;
+//     a device joining peaked at 49.5 (one run), 40.0 and 42.4, 39.2 and
+//     38.7 MB in 2.6, 2.9-3.1 and 2.9-3.9 s;
+//   - 64 reader apps mixing reads, writes, deletes and pages on a shelf of
+//     100,000 books (BenchmarkMixedLoad's mix, from another process) got
+//     5,000-5,400, 5,200-5,600 and 4,100-4,500 operations a second, with
+//     a p99 of 40-42, 47-57 and 76-78 ms;
+//   - a member offering a million records (testnet/cmd/flood), where the
+//     live heap is above each limit and the collector runs all the time,
+//     got 16.4-18.5k, 10.8-12.8k and 10.9-12.5k records a second in
+//     (three, two and three runs), with single-book GETs meanwhile at
+//     34-43 ms at the 99th percentile and a peak of 83-98 MB with each.
+//
+// So 28: near the memory of the lowest limit at 100,000 books and the
+// speed of the highest for reader apps; a flood, which no app waits on,
+// pays. (BenchmarkMixedLoad itself runs its clients in the daemon's
+// process, whose heap they share, so it was run from a separate one.)
 // GOMEMLIMIT=off removes it.
-const daemonMemoryLimit = 40 << 20
+const daemonMemoryLimit = 28 << 20
 
 // minProcs is the fewest Ps (GOMAXPROCS) the daemon runs with. During a
 // burst, compactions and the collector keep a dozen goroutines runnable,
