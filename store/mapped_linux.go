@@ -35,7 +35,11 @@ func mappedFileBytes() (int64, bool) {
 	return pages * int64(os.Getpagesize()), true
 }
 
-// dropTablePages drops this process's resident pages of the tables in
+// logTail is how much of the end of a memtable's log dropMappedPages
+// leaves mapped.
+const logTail = 64 << 10
+
+// dropMappedPages drops this process's resident pages of the tables in
 // dir, the first length bytes of each as drop says (none if 0). Those of a
 // pinned table, which the caller guarantees stays mapped meanwhile, lose
 // only their mapping (MADV_DONTNEED): on a shared file mapping the pages
@@ -49,7 +53,15 @@ func mappedFileBytes() (int64, bool) {
 // a compaction having replaced it since the list was read (ENOMEM: nothing
 // is mapped there, or something else is for part of the range): it has
 // nothing left to drop, and the others are dropped all the same.
-func dropTablePages(dir string, drop func(id uint64, path string) (length uint64, pinned bool)) error {
+//
+// The memtables' logs in dir are paged out as well, but for their last
+// logTail: badger writes them through their maps and reads them only to
+// replay them when it opens, and a memtable being flushed is no more
+// pinned by an iterator than a table being written, so they too get
+// MADV_PAGEOUT. A log is written from its start on, so its resident pages
+// end where badger writes next, and the next write into a page that went
+// out would read it back from the disk first, the writer waiting.
+func dropMappedPages(dir string, drop func(id uint64, path string) (length uint64, pinned bool)) error {
 	data, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return err
@@ -62,11 +74,25 @@ func dropTablePages(dir string, drop func(id uint64, path string) (length uint64
 		if !ok || filepath.Dir(m.Path) != dir {
 			continue
 		}
-		id, ok := table.ParseFileID(m.Path)
-		if !ok || !strings.HasSuffix(m.Path, ".sst") {
+		var n uint64
+		pinned := false
+		switch {
+		case strings.HasSuffix(m.Path, ".mem"):
+			end, err := resident.ResidentEnd(m)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", filepath.Base(m.Path), err))
+				continue
+			}
+			n = end - min(end, logTail)
+		case strings.HasSuffix(m.Path, ".sst"):
+			id, ok := table.ParseFileID(m.Path)
+			if !ok {
+				continue
+			}
+			n, pinned = drop(id, m.Path)
+		default:
 			continue
 		}
-		n, pinned := drop(id, m.Path)
 		if n == 0 {
 			continue
 		}

@@ -141,6 +141,44 @@ func TestDropTablePages(t *testing.T) {
 	}
 }
 
+// A trim pages the memtables' logs out too, and writes go on into them.
+// (TestCrashCompacting checks that what a log held comes back on replay:
+// the trimmers of its writers page their logs out as they go.)
+func TestTrimPagesOutMemtableLogs(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	const books = 2000 // well inside one memtable
+	fill(t, s, books)
+	db, dir := tablesOf(t, s)
+	logs := func() (kb int64) {
+		t.Helper()
+		byPath, err := residentKB(func(path string) bool { return filepath.Dir(path) == dir && strings.HasSuffix(path, ".mem") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range byPath {
+			kb += n
+		}
+		return kb
+	}
+	before := logs()
+	if before == 0 {
+		t.Fatal("no memtable log resident after writing to it: nothing to test")
+	}
+	if err := new(trimmer).trim(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	after := logs()
+	t.Logf("resident memtable logs: %d KiB before, %d KiB after", before, after)
+	if pageOutWorks(t) && after > before/4 {
+		t.Errorf("resident memtable logs %d KiB after a trim, %d KiB before", after, before)
+	}
+	fill(t, s, 2*books)
+	if got := countBooks(t, s); got != 2*books {
+		t.Errorf("%d books after writing on into a paged-out log, want %d", got, 2*books)
+	}
+}
+
 // pageOutWorks reports whether MADV_PAGEOUT takes a page of a shared file
 // mapping out of this process's resident set here.
 func pageOutWorks(t *testing.T) bool {
@@ -303,7 +341,7 @@ func TestDropTablePagesOutlivesAnUnmappedTable(t *testing.T) {
 		}
 	}
 	var gone uint64
-	err = dropTablePages(dir, func(id uint64, path string) (uint64, bool) {
+	err = dropMappedPages(dir, func(id uint64, path string) (uint64, bool) {
 		if gone == 0 { // the first one met is deleted under the trimmer
 			gone = id
 			if err := unix.Munmap(maps[id]); err != nil {
@@ -315,7 +353,7 @@ func TestDropTablePagesOutlivesAnUnmappedTable(t *testing.T) {
 		return size, true
 	})
 	if err != nil {
-		t.Errorf("dropTablePages: %v", err)
+		t.Errorf("dropMappedPages: %v", err)
 	}
 	if gone == 0 {
 		t.Fatal("no table met: nothing to test")

@@ -6,6 +6,6 @@ package store
 // way to read a process's resident file pages, so the trimmer stops.
 func mappedFileBytes() (int64, bool) { return 0, false }
 
-// dropTablePages does nothing here: without a list of the process's
+// dropMappedPages does nothing here: without a list of the process's
 // mappings (Linux's /proc/self/maps), the tables' ranges are not known.
-func dropTablePages(string, func(uint64, string) (uint64, bool)) error { return nil }
+func dropMappedPages(string, func(uint64, string) (uint64, bool)) error { return nil }

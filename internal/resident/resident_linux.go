@@ -76,25 +76,59 @@ const (
 // resident pages, and whether every page it holds, resident or swapped, is
 // a page of its file.
 func residentFilePages(pagemap *os.File, m Mapping) (resident int64, fileOnly bool, err error) {
+	fileOnly = true
+	err = eachPage(pagemap, m, func(_, e uint64) bool {
+		switch {
+		case e&(pagePresent|pageSwapped) == 0:
+		case e&pageSwapped != 0 || e&pageFile == 0:
+			fileOnly = false
+			return false
+		default:
+			resident += int64(os.Getpagesize())
+		}
+		return true
+	})
+	if err != nil || !fileOnly {
+		return 0, false, err
+	}
+	return resident, true, nil
+}
+
+// ResidentEnd returns how far into m (from m.Start) its last resident page
+// ends: 0 if none is.
+func ResidentEnd(m Mapping) (uint64, error) {
+	pagemap, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return 0, err
+	}
+	defer pagemap.Close()
+	var end uint64
+	err = eachPage(pagemap, m, func(i, e uint64) bool {
+		if e&pagePresent != 0 {
+			end = (i + 1) * uint64(os.Getpagesize())
+		}
+		return true
+	})
+	return end, err
+}
+
+// eachPage calls fn with the index and pagemap entry of each page of m in
+// order, until fn returns false.
+func eachPage(pagemap *os.File, m Mapping, fn func(i, entry uint64) bool) error {
 	page := uint64(os.Getpagesize())
 	first, n := m.Start/page, (m.End-m.Start)/page
 	buf := make([]byte, 8*min(n, 4096))
 	for i := uint64(0); i < n; {
 		k := min(n-i, uint64(len(buf)/8))
 		if _, err := pagemap.ReadAt(buf[:8*k], int64(8*(first+i))); err != nil {
-			return 0, false, fmt.Errorf("pagemap of %x-%x: %w", m.Start, m.End, err)
+			return fmt.Errorf("pagemap of %x-%x: %w", m.Start, m.End, err)
 		}
 		for j := range k {
-			e := binary.NativeEndian.Uint64(buf[8*j:])
-			switch {
-			case e&(pagePresent|pageSwapped) == 0:
-			case e&pageSwapped != 0 || e&pageFile == 0:
-				return 0, false, nil
-			default:
-				resident += int64(page)
+			if !fn(i+j, binary.NativeEndian.Uint64(buf[8*j:])) {
+				return nil
 			}
 		}
 		i += k
 	}
-	return resident, true, nil
+	return nil
 }

@@ -133,3 +133,52 @@ func TestDropExecutable(t *testing.T) {
 		t.Fatalf("dropped %d bytes of the executable, want some", dropped)
 	}
 }
+
+// A file made as badger makes a memtable's log (truncated to its size,
+// then written through a shared map) is resident up to its last page
+// written.
+func TestResidentEnd(t *testing.T) {
+	page := os.Getpagesize()
+	path := filepath.Join(t.TempDir(), "log")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(int64(16 * page)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, 16*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(data)
+	if err := unix.Madvise(data, unix.MADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+	start := uint64(uintptr(unsafe.Pointer(&data[0])))
+	m := Mapping{Start: start, End: start + uint64(16*page), Path: path}
+	for _, tt := range []struct {
+		write int // a page to write, or -1
+		want  uint64
+	}{
+		{-1, 0},
+		{2, uint64(3 * page)},
+		{9, uint64(10 * page)},
+		{4, uint64(10 * page)},
+	} {
+		if tt.write >= 0 {
+			data[tt.write*page] = 1
+		}
+		got, err := ResidentEnd(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want {
+			t.Errorf("after writing page %d: resident pages end at %d, want %d", tt.write, got, tt.want)
+		}
+	}
+}
