@@ -2,32 +2,27 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/mixload"
 )
 
 // mixedClients is how many reader apps (each its own connection) the mixed
 // load runs at once.
 const mixedClients = 64
 
-// BenchmarkMixedLoad runs 64 clients over the unix socket, each sending one
-// request after the other, mixed as reader apps send them: 35% GET a book,
-// 25% PUT its position, 20% add read time, 5% DELETE a book and 15% a page of
-// 20 books (the most recently read first, or a page from anywhere on the
-// shelf in key order). Books are picked at random from a shelf of 1,000 and
-// of 100,000. Every write is acknowledged durable. It reports the
+// BenchmarkMixedLoad runs 64 clients over the unix socket sending the
+// requests of reader apps (package mixload's mix) on a shelf of 1,000 and
+// of 100,000 books. Every write is acknowledged durable. It reports the
 // throughput, the latency a client sees (p50, p99, max) and the CPU time
 // the process spent per operation (and the p99 of writes alone, which wait
-// for the disk), which other load on the machine does not
-// inflate as it does the rest.
+// for the disk), which other load on the machine does not inflate as it
+// does the rest. The clients run in the daemon's process, and their garbage
+// shares its heap; testnet/cmd/mixed runs the same mix against a daemon
+// process, under the settings the daemon's command gives it.
 //
 //	go test ./daemon/ -run '^$' -bench MixedLoad -benchtime 20000x
 func BenchmarkMixedLoad(b *testing.B) {
@@ -47,80 +42,52 @@ func BenchmarkMixedLoad(b *testing.B) {
 }
 
 func mixedLoad(b *testing.B, clients []*client.Client, books int, cursors []string) {
-	ctx := context.Background()
-	var (
-		next atomic.Int64
-		wg   sync.WaitGroup
-		lats = make([][]time.Duration, len(clients)) // every operation's
-		wlat = make([][]time.Duration, len(clients)) // the writes'
-	)
 	b.ResetTimer()
-	start, cpu0 := time.Now(), processCPU()
-	for ci, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(ci), 14))
-			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-				key := fmt.Sprintf("md5:%032x", rng.IntN(books)+1)
-				t0 := time.Now()
-				var err error
-				op := rng.IntN(100)
-				switch {
-				case op < 35:
-					_, err = c.Book(ctx, key)
-					if isNotFound(err) { // deleted by another client: still an answer
-						err = nil
-					}
-				case op < 60:
-					_, err = c.SetPosition(ctx, key, i, 0.5, "")
-				case op < 80:
-					_, err = c.AddReadTime(ctx, key, 1000, "")
-				case op < 85:
-					_, err = c.Delete(ctx, key)
-					if isNotFound(err) { // deleted and since collected: a device alone in its library keeps its tombstones for no one
-						err = nil
-					}
-				case op < 92 || len(cursors) == 0:
-					_, err = c.BooksPage(ctx, client.BooksQuery{Limit: 20})
-				default:
-					_, err = c.BooksPage(ctx, client.BooksQuery{Limit: 20, Cursor: cursors[rng.IntN(len(cursors))]})
-				}
-				lat := time.Since(t0)
-				lats[ci] = append(lats[ci], lat)
-				if op >= 35 && op < 85 {
-					wlat[ci] = append(wlat[ci], lat)
-				}
-				if err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU()-cpu0
+	cpu0 := processCPU()
+	r, err := mixload.Run(context.Background(), clients, books, b.N, cursors)
+	cpu := processCPU() - cpu0
 	b.StopTimer()
-	all, writes := slices.Concat(lats...), slices.Concat(wlat...)
-	slices.Sort(all)
-	slices.Sort(writes)
-	if len(all) == 0 || len(writes) == 0 {
-		return
+	if err != nil {
+		b.Fatal(err)
 	}
-	pct := func(lats []time.Duration, p float64) float64 {
-		return float64(lats[min(len(lats)-1, int(p*float64(len(lats))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(pct(all, 0.50), "p50-ms")
-	b.ReportMetric(pct(all, 0.99), "p99-ms")
-	b.ReportMetric(pct(writes, 0.99), "write-p99-ms")
-	b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(r.PerSecond(), "ops/s")
+	b.ReportMetric(ms(mixload.Percentile(r.All, 0.50)), "p50-ms")
+	b.ReportMetric(ms(mixload.Percentile(r.All, 0.99)), "p99-ms")
+	b.ReportMetric(ms(mixload.Percentile(r.Writes, 0.99)), "write-p99-ms")
+	b.ReportMetric(ms(r.All[len(r.All)-1]), "max-ms")
 	// Server and clients together: the clients' share (HTTP, JSON
 	// decoding) is what reader apps would spend on the same cores.
-	b.ReportMetric(float64(cpu.Microseconds())/float64(len(all)), "cpu-us/op")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(r.All)), "cpu-us/op")
 }
 
-func isNotFound(err error) bool {
-	var e *client.APIError
-	return errors.As(err, &e) && e.Status == 404
+// The mix runs to its end on a small shelf, where books are deleted again
+// after their tombstones were collected: every request is answered.
+func TestMixedLoad(t *testing.T) {
+	const books, ops = 50, 2000
+	d := startDaemon(t, func(c *Config) {
+		quietDaemon(c)
+		c.summaryEvery = time.Millisecond // collects deletes as they come
+	})
+	fillBooks(t, d, books)
+	ctx := context.Background()
+	cursors, err := mixload.Cursors(ctx, d.client, client.BooksQuery{Limit: 10, Sort: "key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cursors) != books/10-1 {
+		t.Fatalf("%d page cursors for %d books in pages of 10", len(cursors), books)
+	}
+	clients := make([]*client.Client, 4)
+	for i := range clients {
+		clients[i] = client.New(d.Socket())
+		defer clients[i].Close()
+	}
+	r, err := mixload.Run(ctx, clients, books, ops, cursors)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.All) != ops || len(r.Writes) == 0 || len(r.Writes) >= ops {
+		t.Errorf("%d requests answered, %d of them writes; want %d, some of them writes", len(r.All), len(r.Writes), ops)
+	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/mixload"
 )
 
 // BenchmarkListBooks lists the shelf through the unix socket: the whole
@@ -60,18 +61,11 @@ func BenchmarkListBooks(b *testing.B) {
 // pageCursors walks the shelf a page of q at a time and returns the cursor
 // after each page but the last, to start pages from all over the shelf.
 func pageCursors(b *testing.B, d *testDaemon, q client.BooksQuery) []string {
-	var cursors []string
-	for {
-		p, err := d.client.BooksPage(context.Background(), q)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if p.Next == "" {
-			return cursors
-		}
-		cursors = append(cursors, p.Next)
-		q.Cursor = p.Next
+	cursors, err := mixload.Cursors(context.Background(), d.client, q)
+	if err != nil {
+		b.Fatal(err)
 	}
+	return cursors
 }
 
 type byteCounter struct{ n int64 }

@@ -42,6 +42,8 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/attack":       nil,
 		"testnet/cmd/kosyncattack": nil,
 		"testnet/cmd/flood":        {"peer", "crdt", "daemon/client", "internal/procstat"},
+		"testnet/cmd/mixed":        {"daemon/client", "internal/mixload", "internal/procstat"},
+		"internal/mixload":         {"daemon/client"},
 		"internal/procstat":        nil,
 		"internal/resident":        nil,
 		"internal/connlimit":       nil,

@@ -13,6 +13,7 @@ import (
 	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/mixload"
 	"github.com/danyue/danyue/internal/procstat"
 )
 
@@ -100,22 +101,8 @@ func TestMeasureListing(t *testing.T) {
 // fillShelf writes books 1 to n through the API from 16 clients at once.
 func fillShelf(t *testing.T, c *client.Client, n int) {
 	t.Helper()
-	errs := make(chan error, 16)
-	for w := range 16 {
-		go func() {
-			var err error
-			for i := w; i < n; i += 16 {
-				if _, e := c.SetPosition(context.Background(), fmt.Sprintf("md5:%032x", i+1), int64(i), 0.5, fmt.Sprintf("Book %d", i)); e != nil {
-					err = e
-				}
-			}
-			errs <- err
-		}()
-	}
-	for range 16 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	if err := mixload.Fill(context.Background(), c, n); err != nil {
+		t.Fatal(err)
 	}
 }
 

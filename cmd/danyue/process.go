@@ -34,7 +34,7 @@ import (
 //     a device joining peaked at 49.5 (one run), 40.0 and 42.4, 39.2 and
 //     38.7 MB in 2.6, 2.9-3.1 and 2.9-3.9 s;
 //   - 64 reader apps mixing reads, writes, deletes and pages on a shelf of
-//     100,000 books (BenchmarkMixedLoad's mix, from another process) got
+//     100,000 books (testnet/cmd/mixed, from another process) got
 //     5,000-5,400, 5,200-5,600 and 4,100-4,500 operations a second, with
 //     a p99 of 40-42, 47-57 and 76-78 ms;
 //   - a member offering a million records (testnet/cmd/flood), where the
@@ -45,8 +45,7 @@ import (
 //
 // So 28: near the memory of the lowest limit at 100,000 books and the
 // speed of the highest for reader apps; a flood, which no app waits on,
-// pays. (BenchmarkMixedLoad itself runs its clients in the daemon's
-// process, whose heap they share, so it was run from a separate one.)
+// pays.
 // GOMEMLIMIT=off removes it.
 const daemonMemoryLimit = 28 << 20
 
