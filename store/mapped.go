@@ -30,10 +30,11 @@ import (
 // compaction maps tens of MB within a few hundred ms: checked every 100 ms
 // above 4 MB, the table pages peaked at 28 MB in a flood of a million
 // records and the process at 100-104 MB; every 25 ms above 2 MB, at 17 MB
-// and 85-92 MB (85-95 MB with the back off). While they do not grow it backs off to trimSlow, as a tick
-// every 25 ms doubled what an open, idle store costs: 1.8% of a core and
-// 250 context switches a second with a check every 100 ms, 3.4% and 770
-// every 25 ms, 1.3% and 210 backing off (TestMeasureIdle, kept open).
+// and 85-92 MB (85-95 MB with the back off). While they do not grow it
+// backs off to trimSlow, as a tick every 25 ms doubled what an open, idle
+// store costs: 1.8% of a core and 250 context switches a second with a
+// check every 100 ms, 3.4% and 770 every 25 ms, 1.3% and 210 backing off
+// (TestMeasureIdle, kept open).
 //
 // It drops the mappings (MADV_DONTNEED), which leaves the pages in the page
 // cache: the next read of one maps it again without reading the disk, and

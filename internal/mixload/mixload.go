@@ -3,7 +3,7 @@
 // them: 35% GET a book, 25% PUT its position, 20% add read time, 5% DELETE
 // it and 15% a page of 20 books (the most recently read first, or a page
 // from anywhere on the shelf in key order). Books are picked at random from
-// a shelf of books written by Fill.
+// books 1 to N of a shelf, as Key names them (Fill writes such a shelf).
 //
 // daemon's BenchmarkMixedLoad runs it against a daemon in the benchmark's
 // own process, where the clients' garbage shares the daemon's heap and the
