@@ -89,6 +89,7 @@ func measureScale(t *testing.T, books, holders int) {
 	}
 
 	j, cj := start("joiner", staticPeers(t, clients...)...)
+	joining := sample(j)
 	began = time.Now()
 	if res := j.cli(t, "join", code); res.code != 0 {
 		t.Fatalf("join: exit %d, stderr %q", res.code, res.stderr)
@@ -104,6 +105,7 @@ func measureScale(t *testing.T, books, holders int) {
 		books, took.Round(time.Millisecond), st.Traffic.RecordsReceived, float64(st.Traffic.RecordsReceived)/float64(books),
 		float64(st.Traffic.BytesReceived)/float64(books), st.Traffic.RecordsSent)
 	report(t, j, "joiner: after joining", took)
+	t.Logf("joiner, while joining: %s", joining())
 
 	// Without mDNS here, A finds the others as a device on a LAN would
 	// after a restart on a new port: by dialling their addresses.

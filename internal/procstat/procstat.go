@@ -66,6 +66,14 @@ func Read(pid int) (Sample, error) {
 	return s, nil
 }
 
+// ResetPeak makes the peak RSS of process pid (Sample.HWMKB) start again
+// from its RSS now, so that one phase of a run can be measured apart from
+// the phase before it.
+func ResetPeak(pid int) error {
+	// 5 is clear_refs' "reset the peak resident set size".
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
 // Window is how long an idle measurement samples: a minute, or
 // DANYUE_MEASURE_SECONDS seconds.
 func Window() (time.Duration, error) {

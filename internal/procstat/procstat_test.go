@@ -1,6 +1,9 @@
 package procstat
 
 import (
+	"os"
+	"runtime"
+	"runtime/debug"
 	"testing"
 	"time"
 )
@@ -37,5 +40,40 @@ func TestShares(t *testing.T) {
 	}
 	if got := before.Shares(before); got != "no CPU time passed" {
 		t.Errorf("Shares of no time = %q", got)
+	}
+}
+
+func TestResetPeak(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the peak RSS is Linux's /proc")
+	}
+	pid := os.Getpid()
+	// A peak well above what the process holds afterwards: 64 MB touched,
+	// then handed back to the OS.
+	big := make([]byte, 64<<20)
+	for i := range big {
+		if i%4096 == 0 {
+			big[i] = 1
+		}
+	}
+	runtime.KeepAlive(big)
+	big = nil
+	debug.FreeOSMemory()
+	before, err := Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.HWMKB-before.RSSKB < 32<<10 {
+		t.Fatalf("before: RSS %d kB, peak %d kB; want a peak 32 MB above the RSS", before.RSSKB, before.HWMKB)
+	}
+	if err := ResetPeak(pid); err != nil {
+		t.Fatal(err)
+	}
+	after, err := Read(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.HWMKB-after.RSSKB > 16<<10 {
+		t.Errorf("after ResetPeak: RSS %d kB, peak %d kB; want the peak near the RSS", after.RSSKB, after.HWMKB)
 	}
 }

@@ -1,7 +1,8 @@
 // Command mixed runs the load of many reader apps (package mixload: reads,
 // position writes, read time, deletes and pages) against a running daemon
 // through its API socket, from this process, and reports the throughput,
-// the latencies the apps saw and, given the daemon's pid, its peak RSS.
+// the latencies the apps saw and, given the daemon's pid, its peak RSS while
+// the shelf was written and while the apps ran, apart.
 // Unlike BenchmarkMixedLoad, whose clients share the daemon's process,
 // the daemon runs here as it is installed, under its command's settings
 // (its memory limit above all). It asserts nothing.
@@ -57,6 +58,16 @@ func run(ctx context.Context, socket string, pid, books, ops, clients int) error
 		}
 		fmt.Printf("wrote %d books in %v\n", books, time.Since(start).Round(time.Millisecond))
 	}
+	if pid > 0 {
+		s, err := procstat.Read(pid)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("daemon before the apps: RSS %.1f MB, peak %.1f MB\n", mb(s.RSSKB), mb(s.HWMKB))
+		if err := procstat.ResetPeak(pid); err != nil {
+			return fmt.Errorf("reset the daemon's peak RSS: %w", err)
+		}
+	}
 	cursors, err := mixload.Cursors(ctx, c, client.BooksQuery{Limit: 1000, Sort: "key"})
 	if err != nil {
 		return fmt.Errorf("list the page cursors: %w", err)
@@ -79,7 +90,9 @@ func run(ctx context.Context, socket string, pid, books, ops, clients int) error
 		if err != nil {
 			return err
 		}
-		fmt.Printf("daemon RSS %.1f MB, peak %.1f MB (the peak includes writing the shelf)\n", float64(s.RSSKB)/1024, float64(s.HWMKB)/1024)
+		fmt.Printf("daemon while the apps ran: RSS %.1f MB, peak %.1f MB\n", mb(s.RSSKB), mb(s.HWMKB))
 	}
 	return nil
 }
+
+func mb(kb int64) float64 { return float64(kb) / 1024 }
