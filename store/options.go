@@ -55,17 +55,20 @@ const (
 // Badger tuning for a small background process. Records are a few hundred
 // bytes and a library of 100,000 books is about 25 MB, so:
 //
-//   - 4 MB memtables, NumMemtables 2: besides the memtable being written
+//   - 4 MB memtables, NumMemtables 1: besides the memtable being written
 //     and the one its single flusher is writing out, badger queues up to
-//     NumMemtables full ones, so a burst holds up to four arenas of 5.2 MB,
-//     each a fresh allocation in the Go heap, which the collector lets grow
-//     to twice what is live; badger's default of five 64 MB ones would
-//     dominate the footprint. With one queued (NumMemtables 1, three
-//     arenas) a device joining 100,000 books peaked at 49 MB instead of
-//     52, but a flood of a million records ran slower in three of four
-//     alternating runs (TestMeasurePhases, testnet/cmd/flood). None queued
-//     (0) makes the queue an unbuffered channel, which badger's writer only
-//     tries once each time the flusher wakes it, so it could wait for ever.
+//     NumMemtables full ones, so a burst holds up to three arenas of 5.2 MB,
+//     each a fresh allocation in the Go heap; badger's default of five
+//     64 MB ones would dominate the footprint. With two queued, a device
+//     joining 100,000 books from two others peaked at 41.6-42.8 MB instead
+//     of 39.7-40.9 and bulk writes at 37.6-44.9 MB instead of 37.2-39.4
+//     (TestMeasureScale, four alternating runs each); what two bought was
+//     speed: joins of 2.6-2.7 s in three of the four runs against 3.0-3.5,
+//     and a flood of a million records going in at 16,100 records a
+//     second instead of 14,500 (testnet/cmd/flood, one run each, peaking
+//     at 96 MB instead of 88). None queued (0) makes the queue an
+//     unbuffered channel, which badger's writer only tries once each time
+//     the flusher wakes it, so it could wait for ever.
 //   - every value stays in the LSM tree (ValueThreshold above the largest
 //     record, crdt.MaxEncodedSize); the value log stays empty, needs no GC and
 //     its files are small.
@@ -120,6 +123,7 @@ const (
 //     decoded and validated.
 const (
 	memTableSize        = 4 << 20
+	numMemtables        = 1
 	valueThreshold      = 128 << 10
 	valueLogFileSize    = 1 << 20
 	baseTableSize       = 512 << 10
@@ -169,7 +173,7 @@ func (o Options) badger(dir string) badger.Options {
 	b.DetectConflicts = false
 	b.MetricsEnabled = false
 	b.MemTableSize = memTableSize
-	b.NumMemtables = 2
+	b.NumMemtables = numMemtables
 	b.ValueThreshold = valueThreshold
 	b.ValueLogFileSize = valueLogFileSize
 	b.BaseTableSize = baseTableSize
