@@ -84,9 +84,10 @@ func Percentile(lats []time.Duration, p float64) time.Duration {
 
 // Run sends ops requests, each client one after the other, on a shelf of
 // books 1 to books, starting pages from cursors (Cursors of pages in key
-// order; none: only first pages). A 404 is an answer: the book was deleted by another client, and
-// may have been collected since (a device alone in its library keeps its
-// tombstones for no one). Run stops at the first other error.
+// order; none: only first pages). A 404 is an answer: the book was deleted
+// by another client, and may have been collected since (a device alone in
+// its library keeps its tombstones for no one). A client stops at its first
+// other error, which Run returns.
 func Run(ctx context.Context, clients []*client.Client, books, ops int, cursors []string) (Result, error) {
 	var (
 		next atomic.Int64
@@ -97,9 +98,7 @@ func Run(ctx context.Context, clients []*client.Client, books, ops int, cursors 
 	)
 	start := time.Now()
 	for ci, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(ci), 14))
 			for i := next.Add(1); i <= int64(ops); i = next.Add(1) {
 				key := Key(rng.IntN(books) + 1)
@@ -130,7 +129,7 @@ func Run(ctx context.Context, clients []*client.Client, books, ops int, cursors 
 					wlat[ci] = append(wlat[ci], lat)
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	r := Result{Elapsed: time.Since(start), All: slices.Concat(lats...), Writes: slices.Concat(wlat...)}

@@ -59,11 +59,9 @@ func run(ctx context.Context, socket string, pid, books, ops, clients int) error
 		fmt.Printf("wrote %d books in %v\n", books, time.Since(start).Round(time.Millisecond))
 	}
 	if pid > 0 {
-		s, err := procstat.Read(pid)
-		if err != nil {
+		if err := printRSS(pid, "before the apps"); err != nil {
 			return err
 		}
-		fmt.Printf("daemon before the apps: RSS %.1f MB, peak %.1f MB\n", mb(s.RSSKB), mb(s.HWMKB))
 		if err := procstat.ResetPeak(pid); err != nil {
 			return fmt.Errorf("reset the daemon's peak RSS: %w", err)
 		}
@@ -86,13 +84,17 @@ func run(ctx context.Context, socket string, pid, books, ops, clients int) error
 		len(r.All), clients, r.Elapsed.Round(time.Millisecond), r.PerSecond(), ms(0.5), ms(0.99), ms(1),
 		mixload.Percentile(r.Writes, 0.99).Round(10*time.Microsecond))
 	if pid > 0 {
-		s, err := procstat.Read(pid)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("daemon while the apps ran: RSS %.1f MB, peak %.1f MB\n", mb(s.RSSKB), mb(s.HWMKB))
+		return printRSS(pid, "while the apps ran")
 	}
 	return nil
 }
 
-func mb(kb int64) float64 { return float64(kb) / 1024 }
+// printRSS prints the RSS of the daemon pid and its peak.
+func printRSS(pid int, when string) error {
+	s, err := procstat.Read(pid)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("daemon %s: RSS %.1f MB, peak %.1f MB\n", when, float64(s.RSSKB)/1024, float64(s.HWMKB)/1024)
+	return nil
+}
