@@ -69,17 +69,25 @@ func (s *Store) acquire() (*badger.DB, error) {
 // has one (badger's read timestamp waits for them), so a flood would stall
 // every GET with it. Waiting here, before the group has a timestamp, keeps
 // reads going while the writer, and through it the sync stream and its
-// sender, slows down to what compaction sustains.
+// sender, slows down to what compaction sustains. It waits as well while
+// a full memtable is not yet written out, so that badger holds no third
+// one (flushes.go).
 func (s *Store) acquireWrite() (*badger.DB, error) {
 	db, err := s.acquire()
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(admitWait)
-	for l0Tables(db) >= s.opt.admitL0() && time.Now().Before(deadline) {
+	for s.behind(db) && time.Now().Before(deadline) {
 		time.Sleep(admitPoll)
 	}
 	return db, nil
+}
+
+// behind reports whether badger is behind the writer: level 0 is deeper
+// than admitL0 tables, or a full memtable waits to be written out.
+func (s *Store) behind(db *badger.DB) bool {
+	return l0Tables(db) >= s.opt.admitL0() || (s.flushing != nil && s.flushing() > 0)
 }
 
 func (s *Store) release() {

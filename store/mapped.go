@@ -134,6 +134,7 @@ func (s *Store) closeDB(db *badger.DB) error {
 	<-done
 	s.builders.Release()
 	s.builders = nil
+	s.flushing = nil
 	return err
 }
 

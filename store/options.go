@@ -68,7 +68,9 @@ const (
 //     second instead of 14,500 (testnet/cmd/flood, one run each, peaking
 //     at 96 MB instead of 88). None queued (0) makes the queue an
 //     unbuffered channel, which badger's writer only tries once each time
-//     the flusher wakes it, so it could wait for ever.
+//     the flusher wakes it, so it could wait for ever. The store's writer
+//     itself waits while a memtable is being flushed (flushes.go), so
+//     the queue fills only when a flush outlasts that wait (admitWait).
 //   - every value stays in the LSM tree (ValueThreshold above the largest
 //     record, crdt.MaxEncodedSize); the value log stays empty, needs no GC and
 //     its files are small.
@@ -135,8 +137,9 @@ const (
 
 // Admission of group commits (Store.acquireWrite): a group waits while
 // level 0 holds twice the tables that start its compaction, half the
-// tables at which badger stalls writes, polling every admitPoll for at
-// most admitWait, after which it goes ahead and badger's own stall rules.
+// tables at which badger stalls writes, or while a full memtable is being
+// written out (flushes.go), polling every admitPoll for at most
+// admitWait, after which it goes ahead and badger's own stall rules.
 const (
 	admitPoll = 5 * time.Millisecond
 	admitWait = 2 * time.Second

@@ -63,6 +63,7 @@ type Store struct {
 	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
 	trim       *trimmer            // while db is open (mapped.go)
 	builders   *z.AllocatorPool    // taken out of db (builders.go), released once it is closed
+	flushing   func() int          // db's full memtables not yet written out (flushes.go); nil if unknown
 	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
 
@@ -220,6 +221,7 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 	switch {
 	case err == nil:
 		s.builders = unpoolBuilders(db)
+		s.flushing = flushQueue(db)
 		return db, nil
 	case isLockErr(err):
 		return nil, lockedErr(s.dir)
