@@ -22,15 +22,15 @@ import (
 // So the writer also waits (Store.acquireWrite) while a full memtable has
 // not been written out: the memtable it fills is at most the second in
 // memory. Measured at 100,000 books on 2 cores, alternating the builds
-// (TestMeasureScale, two holders, nine runs each), a joining device peaked
-// at 38.2-41.5 MB with the wait (median 39.0, seven runs at 40 or less)
-// and 38.6-42.2 MB without (median 40.5, three), joining as fast (2.3-2.9
-// s against 2.5-2.8 s), and bulk API writes at 36.0-42.6 MB (median 37.7)
-// against 37.5-46.2 (38.5). 64 reader apps lost nothing (two runs each of
-// testnet/cmd/mixed: 7,300-8,300 operations a second with a p99 of 23-28
-// ms, against 7,100-7,800 and 26-31 ms); a flood of a million records
-// went in at 15,600 records a second instead of 17,900 (one run each),
-// peaking at 87 MB instead of 93.
+// (TestMeasureScale, two holders), a joining device's peak RSS (VmHWM)
+// was 38.1-42.4 MB with the wait (median 40.0, 9 of 18 runs at 40 or
+// less) and 38.9-45.1 MB without (median 42.4, 2 of 9), joining as fast
+// (2.3-3.1 s either way). Bulk API writes, whose memtables the flusher
+// keeps up with, peaked the same (median 39.0 MB against 38.3). 64 reader
+// apps lost nothing (two runs each of testnet/cmd/mixed: 7,300-8,300
+// operations a second with a p99 of 23-28 ms, against 7,100-7,800 and
+// 26-31 ms); a flood of a million records went in at 15,600 records a
+// second instead of 17,900 (one run each), peaking at 87 MB instead of 93.
 
 // flushQueue returns a function that reports how many full memtables of
 // db wait for the flusher or are being written out, or nil if this
