@@ -56,9 +56,15 @@ func unpoolBuilders(db *badger.DB) *z.AllocatorPool {
 // poolField is where db keeps its table builders' allocator pool, or nil
 // if this version of badger has no such field.
 func poolField(db *badger.DB) **z.AllocatorPool {
-	f := reflect.ValueOf(db).Elem().FieldByName("allocPool")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[*z.AllocatorPool]() {
+	return dbField[*z.AllocatorPool](db, "allocPool")
+}
+
+// dbField is db's unexported field name, or nil if this version of badger
+// has no such field of type T.
+func dbField[T any](db *badger.DB, name string) *T {
+	f := reflect.ValueOf(db).Elem().FieldByName(name)
+	if !f.IsValid() || f.Type() != reflect.TypeFor[T]() {
 		return nil
 	}
-	return (**z.AllocatorPool)(unsafe.Pointer(f.UnsafeAddr()))
+	return (*T)(unsafe.Pointer(f.UnsafeAddr()))
 }

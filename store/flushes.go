@@ -3,7 +3,6 @@ package store
 import (
 	"reflect"
 	"sync"
-	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -39,13 +38,12 @@ import (
 // function reads the slice of full memtables under that lock, as badger's
 // writer and flusher change it, through the unexported fields.
 func flushQueue(db *badger.DB) func() int {
-	v := reflect.ValueOf(db).Elem()
-	lock, imm := v.FieldByName("lock"), v.FieldByName("imm")
-	if !lock.IsValid() || lock.Type() != reflect.TypeFor[sync.RWMutex]() ||
-		!imm.IsValid() || imm.Kind() != reflect.Slice {
+	mu := dbField[sync.RWMutex](db, "lock")
+	// A slice of badger's unexported memTable: its length is all that is read.
+	imm := reflect.ValueOf(db).Elem().FieldByName("imm")
+	if mu == nil || !imm.IsValid() || imm.Kind() != reflect.Slice {
 		return nil
 	}
-	mu := (*sync.RWMutex)(unsafe.Pointer(lock.UnsafeAddr()))
 	return func() int {
 		mu.RLock()
 		defer mu.RUnlock()

@@ -8,11 +8,8 @@ import (
 // nothing while one waits to be written out: badger never holds two full
 // memtables at once, nor a third arena.
 func TestWriterWaitsForFlushes(t *testing.T) {
+	// Open opens the database, and IdleClose -1 keeps it open until Close.
 	s := open(t, t.TempDir(), Options{IdleClose: -1})
-	if _, err := s.acquire(); err != nil {
-		t.Fatal(err)
-	}
-	s.release() // IdleClose -1 keeps the handle open until Close
 	pending := s.flushing
 	if pending == nil {
 		t.Fatal("badger.DB has no lock and imm fields: flushQueue must find its full memtables elsewhere")
@@ -46,10 +43,6 @@ func TestWriterWaitsForFlushes(t *testing.T) {
 // A commit waits for as long as a full memtable is reported.
 func TestCommitWaitsWhileFlushing(t *testing.T) {
 	s := open(t, t.TempDir(), Options{IdleClose: -1})
-	if _, err := s.acquire(); err != nil {
-		t.Fatal(err)
-	}
-	s.release()
 	const polls = 3
 	calls := 0
 	s.flushing = func() int {
