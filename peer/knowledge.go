@@ -188,27 +188,34 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 
 // Provenance is a table of slots in sets of provenanceWays, hashed by
 // state, that doubles while it is less than provenanceMax slots and three
-// quarters full: 24 bytes a slot (a hash of the state, and its sequence
-// number with the index of its sender and epoch in a short list), 3 MB for
-// as many states as it can hold, where a Go map of them took 12 MB and a
-// slot with the whole hash, device and epoch 40 bytes. A small library's
-// table takes what it needs.
+// quarters full: 16 bytes a slot (80 bits of a hash of the state, and its
+// sequence number with the index of its sender and epoch in a short list),
+// 2 MB for as many states as it can hold, where a Go map of them took 12
+// MB, a slot with the whole hash, device and epoch 40 bytes and one with
+// the whole hash 24 (3 MB, a tenth of the live heap of a device that had
+// just joined 100,000 books). 80 bits keep a lookup's chance of finding
+// another state's slot, which would skip a record the puller may lack,
+// below 2^-76 (16 slots are compared). A small library's table takes what
+// it needs.
 const (
 	provenanceWays = 8
 	provenanceMin  = 1 << 10
 	provenanceMax  = 1 << 17
+	// provenanceKey is the bytes of a state's echoKey a slot keeps.
+	provenanceKey = 10
 )
 
-// A slot packs a state's sequence number into its low seqBits and the
-// index of its origin above them. maxOrigins bounds the distinct (device,
-// epoch) pairs a table names: members and their epochs are few, and
-// reaching it (a device that meets tens of thousands of store epochs)
-// forgets the whole table. A state numbered past the bits (after 2^48
-// changes of one store) is not remembered. Either only costs records sent
-// again.
+// A slot packs a state's sequence number into the low seqBits of its 48
+// bits of position and the index of its origin above them. maxOrigins
+// bounds the distinct (device, epoch) pairs a table names: members (at
+// most maxMarks) and their epochs are few, and reaching it (a device that
+// meets hundreds of store epochs) forgets the whole table. A state
+// numbered past the bits (after 2^40 changes of one store) is not
+// remembered. Either only costs records sent again.
 const (
-	seqBits    = 48
-	maxOrigins = 1 << (64 - seqBits)
+	atBits     = 48
+	seqBits    = 40
+	maxOrigins = 1 << (atBits - seqBits)
 )
 
 // provenance remembers, by a hash of its encoding, which device sent each
@@ -242,8 +249,21 @@ type provenance struct {
 }
 
 type provenanceSlot struct {
-	key [16]byte // echoKey
-	at  uint64   // the index of the origin << seqBits | the sequence number
+	key [provenanceKey]byte // the start of the state's echoKey
+	at  [atBits / 8]byte    // little-endian: the origin's index << seqBits | the sequence number
+}
+
+func newSlot(k [16]byte, at uint64) provenanceSlot {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], at)
+	return provenanceSlot{[provenanceKey]byte(k[:]), [atBits / 8]byte(b[:])}
+}
+
+func (s *provenanceSlot) position() (origin uint64, seq uint64) {
+	var b [8]byte
+	copy(b[:], s.at[:])
+	at := binary.LittleEndian.Uint64(b[:])
+	return at >> seqBits, at & (1<<seqBits - 1)
 }
 
 // origin is a device's store of one epoch.
@@ -271,7 +291,7 @@ func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64
 		if crdt.MayBeCollected(&entries[i]) || s >= 1<<seqBits {
 			continue
 		}
-		p.put(provenanceSlot{echoKey(r), o | s})
+		p.put(newSlot(echoKey(r), o|s))
 	}
 }
 
@@ -295,44 +315,76 @@ func (p *provenance) originOf(o origin) uint32 {
 // put stores s unless its key is there already, in the emptier of the
 // key's two sets (two choices keep the sets from overflowing before the
 // table is nearly full). When both are full it grows the table, or at its
-// bound overwrites a slot of the first set chosen by the key: what is
-// forgotten is random, which keeps most of what was added last.
+// bound moves a state of either set to its other set to make room, or
+// when none can move overwrites a slot of the first set chosen by the
+// key: what is forgotten is random, which keeps most of what was added
+// last.
 func (p *provenance) put(s provenanceSlot) {
 	k := s.key
-	if k == ([16]byte{}) {
+	if k == ([provenanceKey]byte{}) {
 		return // the empty slot's key: not remembered
 	}
 	if len(p.slots) < provenanceMax && 4*(p.used+1) > 3*len(p.slots) {
 		p.grow()
 	}
 	a, b := p.sets(k)
-	free := func(set []provenanceSlot) int {
-		for i := range set {
-			if set[i].key == ([16]byte{}) {
-				return i
-			}
-		}
-		return len(set)
-	}
 	has := func(s provenanceSlot) bool { return s.key == k }
 	if slices.ContainsFunc(a, has) || slices.ContainsFunc(b, has) {
 		return
 	}
-	fa, fb := free(a), free(b)
-	switch {
-	case fa <= fb && fa < len(a):
-		a[fa] = s
-		p.used++
-	case fb < len(b):
-		b[fb] = s
-		p.used++
-	case len(p.slots) < provenanceMax:
-		p.grow()
-		p.put(s)
-	default:
-		// k[7] is not part of the set's index (its low bits).
-		a[int(k[7])%provenanceWays] = s
+	set, i := a, freeSlot(a)
+	if fb := freeSlot(b); fb < i {
+		set, i = b, fb
 	}
+	if i == len(set) { // both sets are full
+		if len(p.slots) < provenanceMax {
+			p.grow()
+			p.put(s)
+			return
+		}
+		var ok bool
+		if i, ok = p.makeRoom(a); ok {
+			set = a
+		} else if i, ok = p.makeRoom(b); ok {
+			set = b
+		} else {
+			// k[7] is in neither set's index (their low bits).
+			a[int(k[7])%provenanceWays] = s
+			return
+		}
+	}
+	set[i] = s
+	p.used++
+}
+
+// freeSlot returns the index of an empty slot of set, or len(set).
+func freeSlot(set []provenanceSlot) int {
+	for i := range set {
+		if set[i].key == ([provenanceKey]byte{}) {
+			return i
+		}
+	}
+	return len(set)
+}
+
+// makeRoom empties a slot of the full set by moving its state to the
+// state's other set, if one of those has room, and returns the slot.
+func (p *provenance) makeRoom(set []provenanceSlot) (int, bool) {
+	for i := range set {
+		a, b := p.sets(set[i].key)
+		other := a
+		if &a[0] == &set[0] {
+			other = b
+		}
+		if &other[0] == &set[0] {
+			continue
+		}
+		if f := freeSlot(other); f < len(other) {
+			other[f], set[i] = set[i], provenanceSlot{}
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // grow doubles the table (or makes it), moving every state over.
@@ -341,34 +393,37 @@ func (p *provenance) grow() {
 	p.slots = make([]provenanceSlot, max(provenanceMin, 2*len(old)))
 	p.used = 0
 	for _, s := range old {
-		if s.key != ([16]byte{}) {
+		if s.key != ([provenanceKey]byte{}) {
 			p.put(s)
 		}
 	}
 }
 
-// sets are k's two sets of slots, by each half of k; the table must have
-// some.
-func (p *provenance) sets(k [16]byte) (a, b []provenanceSlot) {
+// sets are k's two sets of slots, by its first and its last eight bytes
+// (their low bits, which do not overlap at provenanceMax); the table must
+// have some.
+func (p *provenance) sets(k [provenanceKey]byte) (a, b []provenanceSlot) {
 	mask := uint64(len(p.slots)/provenanceWays - 1)
 	i := (binary.LittleEndian.Uint64(k[:8]) & mask) * provenanceWays
-	j := (binary.LittleEndian.Uint64(k[8:]) & mask) * provenanceWays
+	j := (binary.LittleEndian.Uint64(k[provenanceKey-8:]) & mask) * provenanceWays
 	return p.slots[i : i+provenanceWays], p.slots[j : j+provenanceWays]
 }
 
-// lookup returns the source stored under k, if any.
-func (p *provenance) lookup(k [16]byte) (source, bool) {
+// lookup returns the source stored under the state hashed to h, if any.
+func (p *provenance) lookup(h [16]byte) (source, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.slots) == 0 || k == ([16]byte{}) {
+	k := [provenanceKey]byte(h[:])
+	if len(p.slots) == 0 || k == ([provenanceKey]byte{}) {
 		return source{}, false
 	}
 	a, b := p.sets(k)
 	for _, set := range [2][]provenanceSlot{a, b} {
-		for _, s := range set {
-			if s.key == k {
-				o := p.origins[s.at>>seqBits]
-				return source{o.device, mark{o.epoch, s.at & (1<<seqBits - 1)}}, true
+		for i := range set {
+			if set[i].key == k {
+				oi, seq := set[i].position()
+				o := p.origins[oi]
+				return source{o.device, mark{o.epoch, seq}}, true
 			}
 		}
 	}
