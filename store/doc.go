@@ -107,7 +107,7 @@
 //     maps, so every page it touched would stay in the resident set: after
 //     a million records, the whole 270 MB database. While the database is
 //     open, a trimmer (mapped.go) drops the process's mappings of the
-//     tables' data pages when they have grown by 2 MB, checked every 25 ms
+//     tables' data pages when they have grown by 1 MB, checked every 10 ms
 //     while they grow and every 400 ms while they do not. The pages stay in
 //     the page cache, so reads do not go to the disk, and each table's
 //     index and bloom filter stay mapped (10 MB at a million records). On

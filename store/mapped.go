@@ -30,7 +30,18 @@ import (
 // compaction maps tens of MB within a few hundred ms: checked every 100 ms
 // above 4 MB, the table pages peaked at 28 MB in a flood of a million
 // records and the process at 100-104 MB; every 25 ms above 2 MB, at 17 MB
-// and 85-92 MB (85-95 MB with the back off). While they do not grow it
+// and 85-92 MB (85-95 MB with the back off). Every 10 ms above 1 MB, a
+// device joining 100,000 books from two others peaked at 37.3-41.6 MB
+// (median 38.6, 12 of 15 runs at 40 or less) instead of 38.3-43.9 (median
+// 40.0, 4 of 8), bulk API writes at 35.1-40.6 MB (median 36.7) instead
+// of 36.0-41.6 (37.9), with table pages of 0.7-6.0 MB at the join's
+// sampled peaks instead of 0.9-8.3 (TestMeasureScale, alternating the
+// builds); each trim also drops the executable's pages (dropExecutable),
+// so the joins took 2.7-3.8 s instead of 2.3-3.4, 64 reader apps got
+// 6,000 and 7,500 operations a second instead of 6,800 and 8,200 (p99
+// 31.6 and 24.4 ms against 26.7 and 23.3, testnet/cmd/mixed) and a flood
+// of a million records went in as fast (16,900 records a second against
+// 16,100, testnet/cmd/flood, one run each). While they do not grow it
 // backs off to trimSlow, as a tick every 25 ms doubled what an open, idle
 // store costs: 1.8% of a core and 250 context switches a second with a
 // check every 100 ms, 3.4% and 770 every 25 ms, 1.3% and 210 backing off
@@ -65,9 +76,9 @@ import (
 // does nothing. It runs only while the database is open, so an idle store
 // has no timer from it.
 const (
-	trimFast  = 25 * time.Millisecond
+	trimFast  = 10 * time.Millisecond
 	trimSlow  = 400 * time.Millisecond
-	trimAbove = 2 << 20
+	trimAbove = 1 << 20
 	// trimGrowing is the growth between two checks that keeps them
 	// trimFast apart: a memtable's log grows by this much within a few
 	// writes of a burst.
