@@ -31,17 +31,16 @@ import (
 // above 4 MB, the table pages peaked at 28 MB in a flood of a million
 // records and the process at 100-104 MB; every 25 ms above 2 MB, at 17 MB
 // and 85-92 MB (85-95 MB with the back off). Every 10 ms above 1 MB, a
-// device joining 100,000 books from two others peaked at 37.3-41.6 MB
-// (median 38.6, 12 of 15 runs at 40 or less) instead of 38.3-43.9 (median
-// 40.0, 4 of 8), bulk API writes at 35.1-40.6 MB (median 36.7) instead
-// of 36.0-41.6 (37.9), with table pages of 0.7-6.0 MB at the join's
-// sampled peaks instead of 0.9-8.3 (TestMeasureScale, alternating the
-// builds); each trim also drops the executable's pages (dropExecutable),
-// so the joins took 2.7-3.8 s instead of 2.3-3.4, 64 reader apps got
-// 6,000 and 7,500 operations a second instead of 6,800 and 8,200 (p99
-// 31.6 and 24.4 ms against 26.7 and 23.3, testnet/cmd/mixed) and a flood
-// of a million records went in as fast (16,900 records a second against
-// 16,100, testnet/cmd/flood, one run each). While they do not grow it
+// device joining 100,000 books from two others peaked at 37.3-40.4 MB
+// (median 38.6, 6 of 7 runs at 40 or less) instead of 38.3-43.9 (median
+// 40.0, 4 of 8), bulk API writes at 36.0-41.4 MB (median 39.5, 7 runs)
+// against 36.0-41.6 (37.9, 8), joins as fast (2.3-3.2 s; TestMeasureScale,
+// alternating the builds). Each trim also drops the executable's pages
+// (dropExecutable), which a burst maps again within a check: those count
+// only while the tables grow (mappedTableBytes). Counting them throughout,
+// a million books joined with a peak of 67.5 MB instead of 70.7, the
+// table pages at the sampled peak 19 MB instead of 29 (one run each).
+// While they do not grow it
 // backs off to trimSlow, as a tick every 25 ms doubled what an open, idle
 // store costs: 1.8% of a core and 250 context switches a second with a
 // check every 100 ms, 3.4% and 770 every 25 ms, 1.3% and 210 backing off
@@ -124,7 +123,7 @@ func (s *Store) closeDB(db *badger.DB) error {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		last, ok := mappedFileBytes()
+		last, ok := mappedTableBytes()
 		if !ok {
 			return
 		}
@@ -165,6 +164,11 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 	if !ok {
 		return // the OS does not say, so dropMappedPages cannot work either
 	}
+	// last and lastTables: the mapped file pages after the last trim, all
+	// and the tables' (mappedTableBytes); prevTables: the tables' at the
+	// last check that looked.
+	lastTables, _ := mappedTableBytes()
+	prevTables := lastTables
 	prev, every := last, trimFast
 	// busy: the store has done enough since the last release to trim (or
 	// it has just opened, after the process's start-up or a reopen);
@@ -185,11 +189,20 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 			quiet += every
 			every = min(2*every, trimSlow)
 		}
-		if now >= last+trimAbove {
-			t.trimLogged(s, db, dir)
-			s.dropExecutable()
-			now, _ = mappedFileBytes()
-			last, busy = now, true
+		if now >= last+trimAbove { // the tables', or the executable's coming back
+			busy = true
+			tables, _ := mappedTableBytes()
+			// In a burst (its tables growing since the last check) the
+			// executable's pages count as well: dropping them at every
+			// check keeps a device joining 100,000 books 2 MB lower.
+			if tables >= lastTables+trimAbove || tables >= prevTables+trimGrowing {
+				t.trimLogged(s, db, dir)
+				s.dropExecutable()
+				now, _ = mappedFileBytes()
+				tables, _ = mappedTableBytes()
+				last, lastTables = now, tables
+			}
+			prevTables = tables
 		} else {
 			last = min(last, now)
 		}
@@ -258,13 +271,38 @@ func (s *Store) pageOutTables(dir string, last int64) int64 {
 	if now < last+trimAbove {
 		return min(last, now)
 	}
+	if tables, _ := mappedTableBytes(); tables < last+trimAbove {
+		return last
+	}
 	err := dropMappedPages(dir, func(_ uint64, path string) (uint64, bool) { return dataLen(path), false })
 	if err != nil {
 		s.log.Debug("dropping mapped table pages failed", "dir", s.dir, "err", err)
 	}
 	s.dropExecutable()
-	now, _ = mappedFileBytes()
+	now, _ = mappedTableBytes()
 	return now
+}
+
+// mappedTableBytes is mappedFileBytes less the executable's pages (package
+// resident): the tables' and the memtables' logs'. The executable's count
+// among the process's mapped file pages too, and each trim drops them
+// (dropExecutable), so they come back as the process runs: counted in, a
+// device writing a few records a second trimmed each time its code did,
+// dropping it again, and in a mesh of 20 devices on 2 cores (testnet
+// many-devices) a write reached the others in 17-19 ms at the median and
+// 58-62 ms at the 99th percentile (trims past 2 MB, checked every 25 ms)
+// or 34 and 114-117 ms (past 1 MB, every 10 ms); counted in only while
+// the tables grow, in 12.3-12.5 and 30-32 ms (two runs).
+func mappedTableBytes() (int64, bool) {
+	now, ok := mappedFileBytes()
+	if !ok {
+		return 0, false
+	}
+	exe, err := resident.Executable()
+	if err != nil {
+		return now, true
+	}
+	return max(0, now-exe), true
 }
 
 // trim drops the mappings of the resident data pages of db's live tables

@@ -15,11 +15,22 @@ import (
 // process's mappings, and returns how many bytes it dropped. The pages stay
 // in the page cache: the next access maps them again without a disk read.
 func DropExecutable() (int64, error) {
+	return executablePages(true)
+}
+
+// Executable returns how many bytes of this process's executable (code
+// and read-only data) are resident in its mappings: what DropExecutable
+// would drop.
+func Executable() (int64, error) {
+	return executablePages(false)
+}
+
+func executablePages(drop bool) (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, fmt.Errorf("find the executable: %w", err)
 	}
-	return dropFile(exe)
+	return filePages(exe, drop)
 }
 
 // dropFile drops the resident pages of this process's private read-only
@@ -30,6 +41,13 @@ func DropExecutable() (int64, error) {
 // dropping one of those would put the file's bytes back in its place, so
 // a mapping holding any is left alone.
 func dropFile(path string) (int64, error) {
+	return filePages(path, true)
+}
+
+// filePages returns the bytes of the resident pages of this process's
+// private read-only mappings of path that hold only the file's bytes, and
+// drops them if drop is set (dropFile).
+func filePages(path string, drop bool) (int64, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return 0, err
@@ -39,7 +57,7 @@ func dropFile(path string) (int64, error) {
 		return 0, err
 	}
 	defer pagemap.Close()
-	var dropped int64
+	var total int64
 	var errs []error
 	for line := range strings.Lines(string(maps)) {
 		m, ok := ParseMapsLine(strings.TrimSuffix(line, "\n"))
@@ -54,14 +72,18 @@ func dropFile(path string) (int64, error) {
 		if !fileOnly || resident == 0 {
 			continue
 		}
+		if !drop {
+			total += resident
+			continue
+		}
 		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), unix.MADV_DONTNEED)
 		if errno != 0 {
 			errs = append(errs, fmt.Errorf("drop %x-%x of %s: %w", m.Start, m.End, path, errno))
 			continue
 		}
-		dropped += resident
+		total += resident
 	}
-	return dropped, errors.Join(errs...)
+	return total, errors.Join(errs...)
 }
 
 // Bits of a /proc/PID/pagemap entry (the kernel's

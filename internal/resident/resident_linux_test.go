@@ -104,6 +104,12 @@ func TestDropFileKeepsWrittenPages(t *testing.T) {
 		t.Fatal("before: the written mapping holds only file pages")
 	}
 
+	if n, err := filePages(path, false); err != nil || n != int64(len(content)) {
+		t.Fatalf("counted %d resident bytes (%v), want the clean mapping's %d", n, err, len(content))
+	}
+	if n, _ := residentOf(t, cleanMap); n != int64(len(content)) {
+		t.Fatalf("counting dropped pages: %d resident bytes left of %d", n, len(content))
+	}
 	dropped, err := dropFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -123,14 +129,27 @@ func TestDropFileKeepsWrittenPages(t *testing.T) {
 }
 
 func TestDropExecutable(t *testing.T) {
+	before, err := Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	dropped, err := DropExecutable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The test binary ran its package inits and the testing package: some
 	// of its code is resident.
-	if dropped <= 0 {
-		t.Fatalf("dropped %d bytes of the executable, want some", dropped)
+	if dropped <= 0 || before <= 0 {
+		t.Fatalf("dropped %d bytes of the executable, %d resident before; want some", dropped, before)
+	}
+	// What counting maps again (its own code, the runtime's) is a small
+	// part of what the test had mapped.
+	after, err := Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after >= before {
+		t.Errorf("%d bytes of the executable resident after dropping, %d before", after, before)
 	}
 }
 
