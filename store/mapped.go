@@ -40,11 +40,10 @@ import (
 // only while the tables grow (mappedTableBytes). Counting them throughout,
 // a million books joined with a peak of 67.5 MB instead of 70.7, the
 // table pages at the sampled peak 19 MB instead of 29 (one run each).
-// While they do not grow it
-// backs off to trimSlow, as a tick every 25 ms doubled what an open, idle
-// store costs: 1.8% of a core and 250 context switches a second with a
-// check every 100 ms, 3.4% and 770 every 25 ms, 1.3% and 210 backing off
-// (TestMeasureIdle, kept open).
+// While they do not grow it backs off to trimSlow, as a tick every 25 ms
+// doubled what an open, idle store costs: 1.8% of a core and 250 context
+// switches a second with a check every 100 ms, 3.4% and 770 every 25 ms,
+// 1.3% and 210 backing off (TestMeasureIdle, kept open).
 //
 // It drops the mappings (MADV_DONTNEED), which leaves the pages in the page
 // cache: the next read of one maps it again without reading the disk, and

@@ -33,20 +33,14 @@ func executablePages(drop bool) (int64, error) {
 	return filePages(exe, drop)
 }
 
-// dropFile drops the resident pages of this process's private read-only
-// mappings of path (as /proc/self/maps names it). Such a mapping may
-// also hold pages the process wrote before it became read-only (the
-// relocations a dynamic loader applies to a position-independent
-// executable) or that a debugger or a uprobe wrote into it (breakpoints):
-// dropping one of those would put the file's bytes back in its place, so
-// a mapping holding any is left alone.
-func dropFile(path string) (int64, error) {
-	return filePages(path, true)
-}
-
 // filePages returns the bytes of the resident pages of this process's
-// private read-only mappings of path that hold only the file's bytes, and
-// drops them if drop is set (dropFile).
+// private read-only mappings of path (as /proc/self/maps names it), and
+// drops them if drop is set. Such a mapping may also hold pages the
+// process wrote before it became read-only (the relocations a dynamic
+// loader applies to a position-independent executable) or that a debugger
+// or a uprobe wrote into it (breakpoints): dropping one of those would put
+// the file's bytes back in its place, so a mapping holding any is left
+// alone, and not counted.
 func filePages(path string, drop bool) (int64, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {

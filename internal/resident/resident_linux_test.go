@@ -110,7 +110,7 @@ func TestDropFileKeepsWrittenPages(t *testing.T) {
 	if n, _ := residentOf(t, cleanMap); n != int64(len(content)) {
 		t.Fatalf("counting dropped pages: %d resident bytes left of %d", n, len(content))
 	}
-	dropped, err := dropFile(path)
+	dropped, err := filePages(path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
