@@ -263,8 +263,8 @@ func (s *Store) dropExecutable() int64 {
 }
 
 // pageOutTables pages out the data pages of every table in dir if the
-// process's mapped file pages have grown by trimAbove since they were last
-// bytes, and returns what they are now.
+// tables' mapped pages (mappedTableBytes) have grown by trimAbove since
+// they were last bytes, and returns what they are now.
 func (s *Store) pageOutTables(dir string, last int64) int64 {
 	now, _ := mappedFileBytes()
 	if now < last+trimAbove {
