@@ -37,7 +37,7 @@ import (
 // against 36.0-41.6 (37.9, 8), joins as fast (2.3-3.2 s; TestMeasureScale,
 // alternating the builds). Each trim also drops the executable's pages
 // (dropExecutable), which a burst maps again within a check: those count
-// only while the tables grow (mappedTableBytes). Counting them throughout,
+// only while the tables grow (tableBytes). Counting them throughout,
 // a million books joined with a peak of 67.5 MB instead of 70.7, the
 // table pages at the sampled peak 19 MB instead of 29 (one run each).
 // While they do not grow it backs off to trimSlow, as a tick every 25 ms
@@ -122,10 +122,11 @@ func (s *Store) closeDB(db *badger.DB) error {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		last, ok := mappedTableBytes()
+		last, ok := mappedFileBytes()
 		if !ok {
 			return
 		}
+		last = tableBytes(last)
 		dir := s.mappedDir()
 		tick := time.NewTicker(trimFast)
 		defer tick.Stop()
@@ -164,9 +165,9 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 		return // the OS does not say, so dropMappedPages cannot work either
 	}
 	// last and lastTables: the mapped file pages after the last trim, all
-	// and the tables' (mappedTableBytes); prevTables: the tables' at the
-	// last check that looked.
-	lastTables, _ := mappedTableBytes()
+	// and the tables' (tableBytes); prevTables: the tables' at the last
+	// check that looked.
+	lastTables := tableBytes(last)
 	prevTables := lastTables
 	prev, every := last, trimFast
 	// busy: the store has done enough since the last release to trim (or
@@ -190,7 +191,7 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 		}
 		if now >= last+trimAbove { // the tables', or the executable's coming back
 			busy = true
-			tables, _ := mappedTableBytes()
+			tables := tableBytes(now)
 			// In a burst (its tables growing since the last check) the
 			// executable's pages count as well: dropping them at every
 			// check keeps a device joining 100,000 books 2 MB lower.
@@ -198,7 +199,7 @@ func (t *trimmer) run(s *Store, db *badger.DB, dir string) {
 				t.trimLogged(s, db, dir)
 				s.dropExecutable()
 				now, _ = mappedFileBytes()
-				tables, _ = mappedTableBytes()
+				tables = tableBytes(now)
 				last, lastTables = now, tables
 			}
 			prevTables = tables
@@ -263,14 +264,14 @@ func (s *Store) dropExecutable() int64 {
 }
 
 // pageOutTables pages out the data pages of every table in dir if the
-// tables' mapped pages (mappedTableBytes) have grown by trimAbove since
+// tables' mapped pages (tableBytes) have grown by trimAbove since
 // they were last bytes, and returns what they are now.
 func (s *Store) pageOutTables(dir string, last int64) int64 {
 	now, _ := mappedFileBytes()
 	if now < last+trimAbove {
 		return min(last, now)
 	}
-	if tables, _ := mappedTableBytes(); tables < last+trimAbove {
+	if tableBytes(now) < last+trimAbove {
 		return last
 	}
 	err := dropMappedPages(dir, func(_ uint64, path string) (uint64, bool) { return dataLen(path), false })
@@ -278,30 +279,26 @@ func (s *Store) pageOutTables(dir string, last int64) int64 {
 		s.log.Debug("dropping mapped table pages failed", "dir", s.dir, "err", err)
 	}
 	s.dropExecutable()
-	now, _ = mappedTableBytes()
-	return now
+	now, _ = mappedFileBytes()
+	return tableBytes(now)
 }
 
-// mappedTableBytes is mappedFileBytes less the executable's pages (package
-// resident): the tables' and the memtables' logs'. The executable's count
-// among the process's mapped file pages too, and each trim drops them
-// (dropExecutable), so they come back as the process runs: counted in, a
-// device writing a few records a second trimmed each time its code did,
-// dropping it again, and in a mesh of 20 devices on 2 cores (testnet
-// many-devices) a write reached the others in 17-19 ms at the median and
-// 58-62 ms at the 99th percentile (trims past 2 MB, checked every 25 ms)
-// or 34 and 114-117 ms (past 1 MB, every 10 ms); counted in only while
-// the tables grow, in 12.3-12.5 and 30-32 ms (two runs).
-func mappedTableBytes() (int64, bool) {
-	now, ok := mappedFileBytes()
-	if !ok {
-		return 0, false
-	}
+// tableBytes is mapped, what mappedFileBytes said, less the executable's
+// pages (package resident): the tables' and the memtables' logs'. The
+// executable's count among the process's mapped file pages too, and each
+// trim drops them (dropExecutable), so they come back as the process runs:
+// counted in, a device writing a few records a second trimmed each time
+// its code did, dropping it again, and in a mesh of 20 devices on 2 cores
+// (testnet many-devices) a write reached the others in 17-19 ms at the
+// median and 58-62 ms at the 99th percentile (trims past 2 MB, checked
+// every 25 ms) or 34 and 114-117 ms (past 1 MB, every 10 ms); counted in
+// only while the tables grow, in 12.3-12.5 and 30-32 ms (two runs).
+func tableBytes(mapped int64) int64 {
 	exe, err := resident.Executable()
 	if err != nil {
-		return now, true
+		return mapped
 	}
-	return max(0, now-exe), true
+	return max(0, mapped-exe)
 }
 
 // trim drops the mappings of the resident data pages of db's live tables
