@@ -32,8 +32,11 @@ import (
 // from tmpfs (64 KB fault-around) and 0.5 MB read page by page into an
 // empty cache (MADV_RANDOM); the phases' peaks at 100,000 books held
 // 12-19 MB of the binary run from ext4 and 13 MB run from tmpfs
-// (DANYUE_MEASURE_BIN=/dev/shm/danyue). It is a measuring command, not a
-// check (Linux only, it reads /proc):
+// (DANYUE_MEASURE_BIN=/dev/shm/danyue). The daemon evicts from the page
+// cache what its start-up read of the binary, and the kernel evicts only
+// pages already written to the disk: TestMain writes the binary it builds
+// back, and a DANYUE_MEASURE_BIN should be written back too (sync). It is
+// a measuring command, not a check (Linux only, it reads /proc):
 //
 //	DANYUE_MEASURE_PHASES=100000 go test -run TestMeasurePhases -v -timeout 30m ./cmd/danyue/
 //

@@ -11,7 +11,9 @@
 // of an idle daemon's RSS, though serving a request touches a fraction of
 // it. Dropping those pages when the work that touched them is over costs
 // a minor fault (no disk read: the pages stay in the page cache) for each
-// page used again.
+// page used again. Evicting them from the page cache as well, once the
+// start-up is over, keeps that fault from mapping the neighbours the
+// start-up read along with it.
 package resident
 
 import (

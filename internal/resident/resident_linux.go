@@ -15,33 +15,73 @@ import (
 // process's mappings, and returns how many bytes it dropped. The pages stay
 // in the page cache: the next access maps them again without a disk read.
 func DropExecutable() (int64, error) {
-	return executablePages(true)
+	return executablePages(unix.MADV_DONTNEED)
 }
 
 // Executable returns how many bytes of this process's executable (code
 // and read-only data) are resident in its mappings: what DropExecutable
 // would drop.
 func Executable() (int64, error) {
-	return executablePages(false)
+	return executablePages()
 }
 
-func executablePages(drop bool) (int64, error) {
+// EvictExecutable drops the executable's pages as DropExecutable does,
+// and also evicts from the page cache those that no process maps any
+// more, and has the kernel read the executable page by page from then on
+// (MADV_RANDOM), without reading ahead. A fault maps the cached pages
+// around the one it needs (fault-around, 64 KB), so what the kernel read
+// ahead when the program started (every package's init touches most of
+// the executable) keeps coming back into the process's RSS with each page
+// it uses; evicted, only the pages it has used since are there to come
+// back. The cost is a disk read for each page first used again, and the
+// pages other processes of the same executable read (a command run from
+// the shell) are cached as before.
+func EvictExecutable() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, fmt.Errorf("find the executable: %w", err)
 	}
-	return filePages(exe, drop)
+	// /proc/self/exe opens the file the process runs, even if it was
+	// replaced or removed since.
+	return evictFile(exe, "/proc/self/exe")
+}
+
+func executablePages(advice ...int) (int64, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return 0, fmt.Errorf("find the executable: %w", err)
+	}
+	return filePages(exe, advice...)
+}
+
+// evictFile gives this process's mappings of path (as /proc/self/maps
+// names it) the advice MADV_RANDOM and drops their pages (filePages), then
+// evicts the file's pages that nothing maps from the page cache (name
+// opens it). The kernel evicts no page that is mapped, dirty or being
+// written back: those stay cached.
+func evictFile(path, name string) (int64, error) {
+	dropped, err := filePages(path, unix.MADV_RANDOM, unix.MADV_DONTNEED)
+	f, openErr := os.Open(name)
+	if openErr != nil {
+		return dropped, errors.Join(err, openErr)
+	}
+	defer f.Close()
+	if advErr := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); advErr != nil {
+		err = errors.Join(err, fmt.Errorf("evict %s from the page cache: %w", path, advErr))
+	}
+	return dropped, err
 }
 
 // filePages returns the bytes of the resident pages of this process's
 // private read-only mappings of path (as /proc/self/maps names it), and
-// drops them if drop is set. Such a mapping may also hold pages the
+// gives each such mapping each advice in turn (madvise), if any:
+// MADV_DONTNEED drops its pages. Such a mapping may also hold pages the
 // process wrote before it became read-only (the relocations a dynamic
 // loader applies to a position-independent executable) or that a debugger
 // or a uprobe wrote into it (breakpoints): dropping one of those would put
 // the file's bytes back in its place, so a mapping holding any is left
 // alone, and not counted.
-func filePages(path string, drop bool) (int64, error) {
+func filePages(path string, advice ...int) (int64, error) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return 0, err
@@ -63,21 +103,27 @@ func filePages(path string, drop bool) (int64, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if !fileOnly || resident == 0 {
+		if !fileOnly {
 			continue
 		}
-		if !drop {
-			total += resident
-			continue
-		}
-		_, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), unix.MADV_DONTNEED)
-		if errno != 0 {
-			errs = append(errs, fmt.Errorf("drop %x-%x of %s: %w", m.Start, m.End, path, errno))
+		if err := advise(m, advice); err != nil {
+			errs = append(errs, fmt.Errorf("%x-%x of %s: %w", m.Start, m.End, path, err))
 			continue
 		}
 		total += resident
 	}
 	return total, errors.Join(errs...)
+}
+
+// advise gives m each advice in turn, stopping at the first the kernel
+// refuses.
+func advise(m Mapping, advice []int) error {
+	for _, a := range advice {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(m.Start), uintptr(m.End-m.Start), uintptr(a)); errno != 0 {
+			return fmt.Errorf("madvise %d: %w", a, errno)
+		}
+	}
+	return nil
 }
 
 // Bits of a /proc/PID/pagemap entry (the kernel's

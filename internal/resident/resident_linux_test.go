@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -104,13 +105,13 @@ func TestDropFileKeepsWrittenPages(t *testing.T) {
 		t.Fatal("before: the written mapping holds only file pages")
 	}
 
-	if n, err := filePages(path, false); err != nil || n != int64(len(content)) {
+	if n, err := filePages(path); err != nil || n != int64(len(content)) {
 		t.Fatalf("counted %d resident bytes (%v), want the clean mapping's %d", n, err, len(content))
 	}
 	if n, _ := residentOf(t, cleanMap); n != int64(len(content)) {
 		t.Fatalf("counting dropped pages: %d resident bytes left of %d", n, len(content))
 	}
-	dropped, err := filePages(path, true)
+	dropped, err := filePages(path, unix.MADV_DONTNEED)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +200,100 @@ func TestResidentEnd(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("after writing page %d: resident pages end at %d, want %d", tt.write, got, tt.want)
 		}
+	}
+}
+
+// cachedPages is how many of b's pages (a file's mapping) are in the page
+// cache, mapped or not.
+func cachedPages(t *testing.T, b []byte) int {
+	t.Helper()
+	vec := make([]byte, (len(b)+os.Getpagesize()-1)/os.Getpagesize())
+	_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0])))
+	if errno != 0 {
+		t.Fatal("mincore:", errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
+}
+
+// vmFlags is the kernel's flags of this process's mapping at start, as
+// /proc/self/smaps lists them ("rd", "mr", "rr", ...).
+func vmFlags(t *testing.T, start uint64) []string {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := false
+	for line := range strings.Lines(string(smaps)) {
+		if m, ok := ParseMapsLine(strings.TrimSuffix(line, "\n")); ok {
+			in = m.Start == start
+			continue
+		}
+		if flags, ok := strings.CutPrefix(line, "VmFlags:"); ok && in {
+			return strings.Fields(flags)
+		}
+	}
+	t.Fatalf("no flags for the mapping at %x", start)
+	return nil
+}
+
+// Evicting a file leaves none of its pages cached, and a later fault reads
+// the page it needs and no more, where it would otherwise read ahead.
+func TestEvictFile(t *testing.T) {
+	dir := t.TempDir()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	if fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC {
+		t.Skipf("%s keeps its files in memory, which nothing evicts", dir)
+	}
+	page := os.Getpagesize()
+	content := bytes.Repeat([]byte("evicted!"), 64*page/8)
+	path := filepath.Join(dir, "file")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written back, so that its pages are clean: the kernel evicts no
+	// dirty page.
+	if _, err := f.Write(content); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	b := mapFile(t, path, false)
+	touch(b)
+	if n := cachedPages(t, b); n != 64 {
+		t.Fatalf("before: %d of 64 pages cached", n)
+	}
+	dropped, err := evictFile(path, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dropped != int64(len(content)) {
+		t.Errorf("dropped %d bytes, want the mapping's %d", dropped, len(content))
+	}
+	if n := cachedPages(t, b); n != 0 {
+		t.Errorf("after: %d of 64 pages still cached", n)
+	}
+	if flags := vmFlags(t, mappingOf(t, b).Start); !slices.Contains(flags, "rr") {
+		t.Errorf("after: the mapping's flags are %v, without rr (MADV_RANDOM)", flags)
+	}
+	if b[10*page] != content[10*page] {
+		t.Fatal("after: page 10 does not read as the file")
+	}
+	if n := cachedPages(t, b); n != 1 {
+		t.Errorf("reading one page after the eviction cached %d pages, want 1", n)
+	}
+	if !bytes.Equal(b, content) {
+		t.Error("after: the mapping does not read as the file")
 	}
 }
