@@ -33,9 +33,12 @@ func Executable() (int64, error) {
 // ahead when the program started (every package's init touches most of
 // the executable) keeps coming back into the process's RSS with each page
 // it uses; evicted, only the pages it has used since are there to come
-// back. The cost is a disk read for each page first used again, and the
-// pages other processes of the same executable read (a command run from
-// the shell) are cached as before.
+// back. Linux 6.18 still reads the code ahead, whatever the advice: with
+// the whole executable evicted, writes through the API had all 10 MB of
+// its code cached again within a second, while the cached read-only data
+// grew from 0.7 to 1.6 MB, page by page. The cost is a disk read for each
+// page first used again, and the pages other processes of the same
+// executable read (a command run from the shell) are cached as before.
 func EvictExecutable() (int64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
