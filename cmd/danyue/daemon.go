@@ -110,7 +110,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	// TestMeasureScale). The command that starts the join reads the executable
 	// into the cache again, as any run of the command does. A restarted daemon
 	// reads back from the disk what the last one evicted: API up in 44-66 ms
-	// instead of 43-53.
+	// instead of 43-55.
 	if _, err := resident.EvictExecutable(); err != nil {
 		logger.Debug("evicting the executable's pages failed", "err", err)
 	}
