@@ -40,9 +40,9 @@ func Executable() (int64, error) {
 // page first used again, and the pages other processes of the same
 // executable read (a command run from the shell) are cached as before.
 func EvictExecutable() (int64, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	exe, err := executablePath()
 	if err != nil {
-		return 0, fmt.Errorf("find the executable: %w", err)
+		return 0, err
 	}
 	// /proc/self/exe opens the file the process runs, even if it was
 	// replaced or removed since.
@@ -50,11 +50,20 @@ func EvictExecutable() (int64, error) {
 }
 
 func executablePages(advice ...int) (int64, error) {
-	exe, err := os.Readlink("/proc/self/exe")
+	exe, err := executablePath()
 	if err != nil {
-		return 0, fmt.Errorf("find the executable: %w", err)
+		return 0, err
 	}
 	return filePages(exe, advice...)
+}
+
+// executablePath is this process's executable as /proc/self/maps names it.
+func executablePath() (string, error) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return "", fmt.Errorf("find the executable: %w", err)
+	}
+	return exe, nil
 }
 
 // evictFile gives this process's mappings of path (as /proc/self/maps
