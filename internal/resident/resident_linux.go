@@ -187,11 +187,15 @@ func ResidentEnd(m Mapping) (uint64, error) {
 }
 
 // eachPage calls fn with the index and pagemap entry of each page of m in
-// order, until fn returns false.
+// order, until fn returns false. It reads the entries 512 at a time into a
+// buffer on its stack: the store's trimmer calls it for the executable's
+// mappings every 10 ms through a burst of writes, and a buffer sized for a
+// whole mapping (8 bytes a page: 26 KB for the read-only data) was 3% of
+// all a device joining 100,000 books allocated.
 func eachPage(pagemap *os.File, m Mapping, fn func(i, entry uint64) bool) error {
 	page := uint64(os.Getpagesize())
 	first, n := m.Start/page, (m.End-m.Start)/page
-	buf := make([]byte, 8*min(n, 4096))
+	var buf [512 * 8]byte
 	for i := uint64(0); i < n; {
 		k := min(n-i, uint64(len(buf)/8))
 		if _, err := pagemap.ReadAt(buf[:8*k], int64(8*(first+i))); err != nil {

@@ -156,7 +156,7 @@ func TestDropExecutable(t *testing.T) {
 
 // A file made as badger makes a memtable's log (truncated to its size,
 // then written through a shared map) is resident up to its last page
-// written.
+// written, on either side of the pages eachPage reads at a time.
 func TestResidentEnd(t *testing.T) {
 	page := os.Getpagesize()
 	path := filepath.Join(t.TempDir(), "log")
@@ -168,10 +168,11 @@ func TestResidentEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := f.Truncate(int64(16 * page)); err != nil {
+	const pages = 1100
+	if err := f.Truncate(int64(pages * page)); err != nil {
 		t.Fatal(err)
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, 16*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := unix.Mmap(int(f.Fd()), 0, pages*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestResidentEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := uint64(uintptr(unsafe.Pointer(&data[0])))
-	m := Mapping{Start: start, End: start + uint64(16*page), Path: path}
+	m := Mapping{Start: start, End: start + uint64(pages*page), Path: path}
 	for _, tt := range []struct {
 		write int // a page to write, or -1
 		want  uint64
@@ -189,6 +190,9 @@ func TestResidentEnd(t *testing.T) {
 		{2, uint64(3 * page)},
 		{9, uint64(10 * page)},
 		{4, uint64(10 * page)},
+		{511, uint64(512 * page)},
+		{512, uint64(513 * page)},
+		{pages - 1, uint64(pages * page)},
 	} {
 		if tt.write >= 0 {
 			data[tt.write*page] = 1
