@@ -171,16 +171,24 @@ func (n *Node) sendRekey(ctx context.Context, p lpeer.ID, r *Rekey) (bool, error
 }
 
 // rekeyRetries are the waits before offering again a peer that refused
-// what it was offered on connecting: the daemon takes a secret only from a
-// member, and a device meeting a member for the first time (right after
-// pairing) may get the offer a few milliseconds before the hello on the
-// same connection has made the offerer a member there. Without a second
-// offer, two devices that rotated at once could stay on different
-// secrets. An offer the peer refuses for good costs a few bytes more.
+// what it was offered on connecting, or that the offer did not reach:
+//   - the daemon takes a secret only from a member, and a device meeting a
+//     member for the first time (right after pairing) may get the offer a
+//     few milliseconds before the hello on the same connection has made
+//     the offerer a member there;
+//   - an offer lost on a connection that stays up (its stream reset, or
+//     unanswered) is made nowhere else: a new offer goes out only on a new
+//     connection.
+//
+// Without a second offer, two devices that rotated at once could stay on
+// different secrets. An offer the peer refuses for good costs a few bytes
+// more.
 var rekeyRetries = [...]time.Duration{time.Second, 5 * time.Second}
 
 // offerOnConnect offers a newly connected peer what Config.RekeyOffer says,
-// if anything, and again after each of rekeyRetries while it refuses.
+// if anything, and again after each of rekeyRetries while it refuses or
+// the offer fails, as long as the connection lasts (the next one offers
+// again).
 func (n *Node) offerOnConnect(p lpeer.ID) {
 	if n.cfg.RekeyOffer == nil {
 		return
@@ -192,15 +200,15 @@ func (n *Node) offerOnConnect(p lpeer.ID) {
 		}
 		took, err := n.sendRekey(n.ctx, p, &r)
 		switch {
-		case err != nil:
-			if n.ctx.Err() == nil {
-				n.log.Info("rekey: offer not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
-			}
+		case n.ctx.Err() != nil:
 			return
+		case err != nil:
+			n.log.Info("rekey: offer not delivered", "peer", p, "device", DeviceIDOf(p), "attempt", attempt+1, "err", err)
 		case took:
 			n.log.Info("rekey: a member took the library's current secret", "peer", p, "device", DeviceIDOf(p), "epoch", r.Library.Epoch)
 			return
-		case attempt == len(rekeyRetries):
+		}
+		if attempt == len(rekeyRetries) {
 			return
 		}
 		t := time.NewTimer(rekeyRetries[attempt])
@@ -209,6 +217,9 @@ func (n *Node) offerOnConnect(p lpeer.ID) {
 			t.Stop()
 			return
 		case <-t.C:
+		}
+		if n.host.Network().Connectedness(p) != network.Connected {
+			return
 		}
 	}
 }

@@ -124,6 +124,47 @@ func TestRekeyOfferedAgainAfterRefusal(t *testing.T) {
 	}
 }
 
+// An offer made on connecting that does not reach the peer (here: its
+// node does not take rekey streams yet) is made again on the same
+// connection: two devices that rotated at once meet on their restricted
+// nodes once, and an offer lost there was lost for good.
+func TestRekeyOfferedAgainAfterFailure(t *testing.T) {
+	lib := newLib(t)
+	next := newLib(t)
+	next.ID, next.Epoch = lib.ID, 1
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	var (
+		mu      sync.Mutex
+		offered int
+		restore func()
+		atB     offers
+	)
+	a.start(t, lib, nil, func(cfg *Config) {
+		cfg.RekeyOffer = func(crdt.DeviceID) (Rekey, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if offered++; offered == 2 {
+				restore()
+			}
+			return Rekey{Library: next}, true
+		}
+	})
+	b.start(t, lib, nil, func(cfg *Config) { cfg.OnRekey = atB.take })
+	b.node.host.RemoveStreamHandler(RekeyProtocolID)
+	mu.Lock()
+	restore = func() { b.node.host.SetStreamHandler(RekeyProtocolID, b.node.handleRekey) }
+	mu.Unlock()
+	if err := a.node.Connect(t.Context(), b.node.Addrs()); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "B to take the offer that failed once", 10*time.Second, func() bool { f, _ := atB.list(); return len(f) > 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if _, got := atB.list(); got[0].Library != next || offered != 2 {
+		t.Fatalf("B took %+v after %d offers, want %+v after 2", got[0].Library, offered, next)
+	}
+}
+
 func TestReadRekey(t *testing.T) {
 	good := Rekey{Library: Library{ID: [16]byte{1}, Secret: [32]byte{2}, Epoch: 3}, Removed: []crdt.DeviceID{4}, Addrs: loopback}
 	msg, err := encodeRekey(&good)
