@@ -119,29 +119,7 @@ func (s *Store) mappedDir() string {
 // pages go out (MADV_PAGEOUT), each table's index kept mapped for the
 // merge's seeks.
 func (s *Store) closeDB(db *badger.DB) error {
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		last, ok := mappedFileBytes()
-		if !ok {
-			return
-		}
-		last = tableBytes(last)
-		dir := s.mappedDir()
-		tick := time.NewTicker(trimFast)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			last = s.pageOutTables(dir, last)
-		}
-	}()
-	err := db.Close()
-	close(stop)
-	<-done
+	err := s.pagingOutTables(db.Close)
 	s.builders.Release()
 	s.builders = nil
 	s.flushing = nil
@@ -299,6 +277,38 @@ func tableBytes(mapped int64) int64 {
 		return mapped
 	}
 	return max(0, mapped-exe)
+}
+
+// pagingOutTables runs fn while paging the tables' data out every
+// trimFast as their mapped pages grow (pageOutTables), and returns what fn
+// returned: while badger opens or closes the database, when no trimmer
+// runs.
+func (s *Store) pagingOutTables(fn func() error) error {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		last, ok := mappedFileBytes()
+		if !ok {
+			return
+		}
+		last = tableBytes(last)
+		dir := s.mappedDir()
+		tick := time.NewTicker(trimFast)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			last = s.pageOutTables(dir, last)
+		}
+	}()
+	defer func() { // also if fn panics (badger, on a damaged file)
+		close(stop)
+		<-done
+	}()
+	return fn()
 }
 
 // trim drops the mappings of the resident data pages of db's live tables

@@ -216,6 +216,42 @@ func pageOutWorks(t *testing.T) bool {
 	return before > 0 && resident() < before && sum == 0
 }
 
+// While the store opens (and closes) no trimmer runs: what it maps of the
+// tables meanwhile (badger reading every table's index when it opens, and
+// the pages the kernel maps around them) is paged out as it grows, down to
+// the indexes.
+func TestPagingOutTables(t *testing.T) {
+	if !pageOutWorks(t) {
+		t.Skip("this system does not page file mappings out (MADV_PAGEOUT)")
+	}
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	const books = 20_000
+	fill(t, s, books)
+	db, dir := tablesOf(t, s)
+	unix.Sync() // the kernel pages out no dirty page
+	if err := new(trimmer).trim(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	indexes := residentTables(t, dir)
+	const slack = trimAbove >> 10 // KiB mapped since the last page-out
+	err := s.pagingOutTables(func() error {
+		if got := countBooks(t, s); got != books { // reads every table
+			return fmt.Errorf("%d books, want %d", got, books)
+		}
+		poll.Until(t, "the tables' data pages to be paged out", 10*time.Second, func() bool { return residentTables(t, dir) <= indexes+slack })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without it, the same scan keeps them.
+	countBooks(t, s)
+	if scanned := residentTables(t, dir); scanned < indexes+2*slack {
+		t.Fatalf("%d KiB of tables resident after a full scan, %d KiB of indexes: nothing to test", scanned, indexes)
+	}
+}
+
 // After a trim the tables' indexes stay mapped, so that pinning them again
 // (db.Tables reads every table's index) maps nothing more: dropped, every
 // table would come back with the pages the kernel maps around a fault.

@@ -204,7 +204,16 @@ func (s *Store) lockDir() error {
 	return nil
 }
 
-// openDB opens badger, mapping its errors to the store's.
+// openDB opens badger, mapping its errors to the store's. Opening reads
+// every table's index and its last block through the table's map, and
+// the kernel maps the cached pages around each (fault-around) and reads
+// ahead of those it must read: a store of a million books (600 tables)
+// had 27-28 MB of tables mapped at the peak of a restart, and the restart
+// peaked at 59-65 MB. So its tables' data pages are paged out as badger
+// opens it (pagingOutTables), their indexes kept: 12-20 MB of tables, and
+// peaks of 41-58 MB (five restarts each, alternating, the tables cached).
+// The API was up in 0.21-0.33 s either way, though each check reads the
+// footer of every table.
 func (s *Store) openDB() (db *badger.DB, err error) {
 	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
 		return nil, ioErr(s.dir, "create the database directory", err)
@@ -217,7 +226,10 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 			db, err = nil, corruptf(s.dir, "opening the database failed: %v", v)
 		}
 	}()
-	db, err = badger.Open(s.opt.badger(s.dbDir))
+	err = s.pagingOutTables(func() (err error) {
+		db, err = badger.Open(s.opt.badger(s.dbDir))
+		return err
+	})
 	switch {
 	case err == nil:
 		s.builders = unpoolBuilders(db)
