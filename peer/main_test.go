@@ -72,6 +72,15 @@ func newLib(t testing.TB) Library {
 	return l
 }
 
+// rotatedLib is a new secret for lib's library, one epoch up: what a
+// device that rotates offers.
+func rotatedLib(t testing.TB, lib Library) Library {
+	t.Helper()
+	next := newLib(t)
+	next.ID, next.Epoch = lib.ID, lib.Epoch+1
+	return next
+}
+
 // device is one simulated device: its identity and store outlive its nodes,
 // so a test can restart or wipe it.
 type device struct {

@@ -37,8 +37,8 @@ func (o *offers) list() ([]crdt.DeviceID, []Rekey) {
 // secret, and syncs nothing; a device it does not admit gets nothing, not
 // even a connection.
 func TestRestrictedNodeOffersOnlyToMembers(t *testing.T) {
-	old, next := newLib(t), newLib(t)
-	next.ID, next.Epoch = old.ID, 1
+	old := newLib(t)
+	next := rotatedLib(t, old)
 	a, b, c := newDevice(t, "A"), newDevice(t, "B"), newDevice(t, "C")
 	bDev := DeviceIDOf(b.id)
 	offer := Rekey{Library: next, Removed: []crdt.DeviceID{DeviceIDOf(c.id)}, Addrs: loopback}
@@ -96,8 +96,7 @@ func TestOfferRekey(t *testing.T) {
 // is offered again, until it takes it or the retries run out.
 func TestRekeyOfferedAgainAfterRefusal(t *testing.T) {
 	lib := newLib(t)
-	next := newLib(t)
-	next.ID, next.Epoch = lib.ID, 1
+	next := rotatedLib(t, lib)
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	var (
 		mu      sync.Mutex
@@ -130,8 +129,7 @@ func TestRekeyOfferedAgainAfterRefusal(t *testing.T) {
 // nodes once, and an offer lost there was lost for good.
 func TestRekeyOfferedAgainAfterFailure(t *testing.T) {
 	lib := newLib(t)
-	next := newLib(t)
-	next.ID, next.Epoch = lib.ID, 1
+	next := rotatedLib(t, lib)
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	var (
 		mu      sync.Mutex
