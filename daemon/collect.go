@@ -344,11 +344,13 @@ func (d *Daemon) purge(ctx context.Context, list []crdt.Summary) {
 	if books == 0 {
 		return
 	}
-	if visible, deleted, err := d.store.BookCounts(ctx); err == nil {
-		d.mu.Lock()
-		d.visible, d.deleted = int(visible), int(deleted)
-		d.mu.Unlock()
-	}
+	// Every book collected was counted deleted. Reading the store's counts
+	// instead would be wrong while a batch is between its commit and
+	// changed (a pull from a peer): they include it, and changed would
+	// count it again.
+	d.mu.Lock()
+	d.deleted -= books
+	d.mu.Unlock()
 	d.coll.mu.Lock()
 	d.coll.collected += books
 	d.coll.freed += freed

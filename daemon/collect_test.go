@@ -12,6 +12,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/store"
 )
 
 // quickCollect makes the collection loop run often, so that tests wait
@@ -251,5 +252,44 @@ func TestSummariesOutliveARestart(t *testing.T) {
 	}
 	if h := holding(t, a); len(h) != 0 {
 		t.Errorf("A says %v hold collection back", h)
+	}
+}
+
+// The shelf's counts the API shows stay the store's when a collection runs
+// between a batch's commit and the daemon taking note of it (a pull from a
+// peer commits, and then updates the counts): a device joining a library
+// of a million books once showed 512 books more than it held, one batch
+// counted twice, after it collected a deleted book while it pulled.
+func TestCollectionKeepsCountsWithABatchInFlight(t *testing.T) {
+	d := startDaemon(t, func(c *Config) { c.summaryEvery = time.Hour }) // one round of its own, at the start
+	ctx := ctxT(t)
+	poll.Until(t, "the collection loop's round at the start", 10*time.Second, func() bool {
+		d.coll.mu.Lock()
+		defer d.coll.mu.Unlock()
+		_, ok := d.coll.known[d.self]
+		return ok
+	})
+	mustDo(d.client.SetPosition(ctx, collectKey(0), 1, 0.1, "gone"))(t)
+	mustDo(d.client.Delete(ctx, collectKey(0)))(t)
+
+	var batch []crdt.Entry
+	for i := 1; i <= 20; i++ {
+		at := crdt.Timestamp{Wall: 1_700_000_000_000 + uint64(i), Device: d.Device()}
+		batch = append(batch, mustDo(crdt.SetPosition(crdt.MustParseBookKey(collectKey(i)), at, 1, 0.1))(t))
+	}
+	res := mustDo(d.store.Apply(ctx, store.Batch{Entries: batch}))(t) // committed, not yet noted
+	d.purge(ctx, nil)
+	if deletedBooks(t, d) != 0 {
+		t.Fatal("the deleted book was not collected: nothing to test")
+	}
+	d.changed(res.Changed, true)
+
+	visible, deleted, err := d.store.BookCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := mustDo(d.client.Status(ctx))(t)
+	if uint64(st.Counts.Books) != visible || uint64(st.Counts.Deleted) != deleted {
+		t.Errorf("status counts %d books and %d deleted, the store %d and %d", st.Counts.Books, st.Counts.Deleted, visible, deleted)
 	}
 }
