@@ -87,7 +87,7 @@ func TestDropTablePages(t *testing.T) {
 		drop func(t *testing.T, s *Store, db *badger.DB, dir string)
 	}{
 		{"trim", func(t *testing.T, s *Store, db *badger.DB, dir string) {
-			if err := new(trimmer).trim(db, dir); err != nil {
+			if err := newTrimmer(db).trim(db, dir); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -165,7 +165,7 @@ func TestTrimPagesOutMemtableLogs(t *testing.T) {
 	if before == 0 {
 		t.Fatal("no memtable log resident after writing to it: nothing to test")
 	}
-	if err := new(trimmer).trim(db, dir); err != nil {
+	if err := newTrimmer(db).trim(db, dir); err != nil {
 		t.Fatal(err)
 	}
 	after := logs()
@@ -230,7 +230,7 @@ func TestPagingOutTables(t *testing.T) {
 	fill(t, s, books)
 	db, dir := tablesOf(t, s)
 	unix.Sync() // the kernel pages out no dirty page
-	if err := new(trimmer).trim(db, dir); err != nil {
+	if err := newTrimmer(db).trim(db, dir); err != nil {
 		t.Fatal(err)
 	}
 	indexes := residentTables(t, dir)
@@ -261,7 +261,7 @@ func TestTrimKeepsIndexesMapped(t *testing.T) {
 	fill(t, s, 10_000)
 	db, dir := tablesOf(t, s)
 	countBooks(t, s)
-	tr := new(trimmer)
+	tr := newTrimmer(db)
 	if err := tr.trim(db, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -282,6 +282,53 @@ func TestTrimKeepsIndexesMapped(t *testing.T) {
 	}
 	if len(tr.tails) == 0 {
 		t.Error("the trimmer remembers no table's index")
+	}
+}
+
+// A trim drops the mappings (pins) only of the tables listed at the last
+// trim as well as at this one: a table that joined the tree since is paged
+// out instead, and pinned from the next trim on.
+func TestTrimPinsTablesListedTwice(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: -1})
+	haltTrimmer(s)
+	fill(t, s, 10_000)
+	db, dir := tablesOf(t, s)
+	tr := newTrimmer(db)
+	first := tr.listed
+	if len(first) == 0 {
+		t.Fatal("no table after writing 10,000 books: nothing to test")
+	}
+	fill(t, s, 40_000)
+	joined := func() (ids []uint64) {
+		for id := range treeTables(db) {
+			if !first[id] {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	if len(joined()) == 0 {
+		t.Fatal("no table joined the tree after writing 30,000 more books: nothing to test")
+	}
+	if err := tr.trim(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	for id := range tr.tails {
+		if !first[id] {
+			t.Errorf("table %d, listed for the first time, was pinned", id)
+		}
+	}
+	if err := tr.trim(db, dir); err != nil {
+		t.Fatal(err)
+	}
+	pinned := 0
+	for _, id := range joined() {
+		if _, ok := tr.tails[id]; ok {
+			pinned++
+		}
+	}
+	if pinned == 0 {
+		t.Error("no table that joined the tree was pinned at the trim after it was first listed")
 	}
 }
 

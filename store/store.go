@@ -15,6 +15,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/resident"
 )
 
 // Store is a device's durable library state. It is safe for concurrent use.
@@ -34,6 +35,9 @@ type Store struct {
 	epoch uint64
 	// delivered holds the delivered marks (delivered.go).
 	delivered deliveredMarks
+	// exe counts and drops the executable's pages (mapped.go); nil if the
+	// OS does not list them.
+	exe *resident.Executable
 
 	// What the store serves from memory: the last durable sequence number,
 	// the clock high-water mark, and the channel Watch hands out.
@@ -124,9 +128,11 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	if err := s.lockDir(); err != nil {
 		return nil, err
 	}
+	s.exe = openExecutable(s.log)
 	ok := false
 	defer func() {
 		if !ok {
+			s.closeExecutable()
 			s.lock.Close()
 		}
 	}()
@@ -288,6 +294,7 @@ func (s *Store) Close() error {
 			err = ioErr(s.dir, "close "+ackedFile, cerr)
 		}
 	}
+	s.closeExecutable()
 	if cerr := s.lock.Close(); cerr != nil && err == nil {
 		err = ioErr(s.dir, "release the lock", cerr)
 	}

@@ -17,9 +17,19 @@
 package resident
 
 import (
+	"os"
 	"strconv"
 	"strings"
 )
+
+// Executable is this process's executable's mappings of its code and
+// read-only data (OpenExecutable), whose resident pages it counts and
+// drops. Its methods may be called concurrently, but not with Close.
+type Executable struct {
+	path    string
+	maps    []Mapping
+	pagemap *os.File // of this process
+}
 
 // Mapping is one line of /proc/PID/maps.
 type Mapping struct {

@@ -10,22 +10,56 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DropExecutable drops the resident pages of this process's executable
-// that hold the file's own bytes (code and read-only data) from the
-// process's mappings, and returns how many bytes it dropped. The pages stay
-// in the page cache: the next access maps them again without a disk read.
-func DropExecutable() (int64, error) {
-	return executablePages(unix.MADV_DONTNEED)
+// OpenExecutable lists this process's private read-only mappings of its
+// executable (its code and read-only data) and opens its pagemap, for
+// Resident and Drop to use for the life of the process: the runtime never
+// maps the executable again. Reading /proc/self/maps at each call was most
+// of what a call cost, for the store calls them every 10 ms through a
+// burst, with 600 mappings of its own at a million books: while a device
+// joined a million books, counting took a median of 0.95 ms a call and
+// dropping 3.3 ms; with the mappings read once, 0.21 and 0.80 ms.
+func OpenExecutable() (*Executable, error) {
+	exe, err := executablePath()
+	if err != nil {
+		return nil, err
+	}
+	return openMapped(exe)
 }
 
-// Executable returns how many bytes of this process's executable (code
-// and read-only data) are resident in its mappings: what DropExecutable
-// would drop.
-func Executable() (int64, error) {
-	return executablePages()
+// openMapped lists this process's private read-only mappings of path (as
+// /proc/self/maps names it) and opens its pagemap.
+func openMapped(path string) (*Executable, error) {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return nil, err
+	}
+	e := &Executable{path: path}
+	for line := range strings.Lines(string(maps)) {
+		m, ok := ParseMapsLine(strings.TrimSuffix(line, "\n"))
+		if ok && m.Path == path && m.Perms[1] != 'w' && m.Perms[3] == 'p' {
+			e.maps = append(e.maps, m)
+		}
+	}
+	if e.pagemap, err = os.Open("/proc/self/pagemap"); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
-// EvictExecutable drops the executable's pages as DropExecutable does,
+// Close closes the pagemap.
+func (e *Executable) Close() error { return e.pagemap.Close() }
+
+// Drop drops the resident pages of the executable that hold the file's own
+// bytes from the process's mappings, and returns how many bytes it
+// dropped. The pages stay in the page cache: the next access maps them
+// again without a disk read.
+func (e *Executable) Drop() (int64, error) { return e.pages(unix.MADV_DONTNEED) }
+
+// Resident returns how many bytes of the executable are resident in the
+// process's mappings: what Drop would drop.
+func (e *Executable) Resident() (int64, error) { return e.pages() }
+
+// EvictExecutable drops the executable's pages as Executable.Drop does,
 // and also evicts from the page cache those that no process maps any
 // more, and has the kernel read the executable page by page from then on
 // (MADV_RANDOM), without reading ahead. A fault maps the cached pages
@@ -40,21 +74,31 @@ func Executable() (int64, error) {
 // page first used again, and the pages other processes of the same
 // executable read (a command run from the shell) are cached as before.
 func EvictExecutable() (int64, error) {
-	exe, err := executablePath()
+	e, err := OpenExecutable()
 	if err != nil {
 		return 0, err
 	}
+	defer e.Close()
 	// /proc/self/exe opens the file the process runs, even if it was
 	// replaced or removed since.
-	return evictFile(exe, "/proc/self/exe")
+	return e.evict("/proc/self/exe")
 }
 
-func executablePages(advice ...int) (int64, error) {
-	exe, err := executablePath()
-	if err != nil {
-		return 0, err
+// evict gives e's mappings the advice MADV_RANDOM and drops their pages,
+// then evicts the file's pages that nothing maps from the page cache (name
+// opens it). The kernel evicts no page that is mapped, dirty or being
+// written back: those stay cached.
+func (e *Executable) evict(name string) (int64, error) {
+	dropped, err := e.pages(unix.MADV_RANDOM, unix.MADV_DONTNEED)
+	f, openErr := os.Open(name)
+	if openErr != nil {
+		return dropped, errors.Join(err, openErr)
 	}
-	return filePages(exe, advice...)
+	defer f.Close()
+	if advErr := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); advErr != nil {
+		err = errors.Join(err, fmt.Errorf("evict %s from the page cache: %w", e.path, advErr))
+	}
+	return dropped, err
 }
 
 // executablePath is this process's executable as /proc/self/maps names it.
@@ -66,51 +110,19 @@ func executablePath() (string, error) {
 	return exe, nil
 }
 
-// evictFile gives this process's mappings of path (as /proc/self/maps
-// names it) the advice MADV_RANDOM and drops their pages (filePages), then
-// evicts the file's pages that nothing maps from the page cache (name
-// opens it). The kernel evicts no page that is mapped, dirty or being
-// written back: those stay cached.
-func evictFile(path, name string) (int64, error) {
-	dropped, err := filePages(path, unix.MADV_RANDOM, unix.MADV_DONTNEED)
-	f, openErr := os.Open(name)
-	if openErr != nil {
-		return dropped, errors.Join(err, openErr)
-	}
-	defer f.Close()
-	if advErr := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); advErr != nil {
-		err = errors.Join(err, fmt.Errorf("evict %s from the page cache: %w", path, advErr))
-	}
-	return dropped, err
-}
-
-// filePages returns the bytes of the resident pages of this process's
-// private read-only mappings of path (as /proc/self/maps names it), and
-// gives each such mapping each advice in turn (madvise), if any:
+// pages returns the bytes of the resident pages of the executable's
+// mappings, and gives each mapping each advice in turn (madvise), if any:
 // MADV_DONTNEED drops its pages. Such a mapping may also hold pages the
 // process wrote before it became read-only (the relocations a dynamic
 // loader applies to a position-independent executable) or that a debugger
 // or a uprobe wrote into it (breakpoints): dropping one of those would put
 // the file's bytes back in its place, so a mapping holding any is left
 // alone, and not counted.
-func filePages(path string, advice ...int) (int64, error) {
-	maps, err := os.ReadFile("/proc/self/maps")
-	if err != nil {
-		return 0, err
-	}
-	pagemap, err := os.Open("/proc/self/pagemap")
-	if err != nil {
-		return 0, err
-	}
-	defer pagemap.Close()
+func (e *Executable) pages(advice ...int) (int64, error) {
 	var total int64
 	var errs []error
-	for line := range strings.Lines(string(maps)) {
-		m, ok := ParseMapsLine(strings.TrimSuffix(line, "\n"))
-		if !ok || m.Path != path || m.Perms[1] == 'w' || m.Perms[3] != 'p' {
-			continue
-		}
-		resident, fileOnly, err := residentFilePages(pagemap, m)
+	for _, m := range e.maps {
+		resident, fileOnly, err := residentFilePages(e.pagemap, m)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -119,7 +131,7 @@ func filePages(path string, advice ...int) (int64, error) {
 			continue
 		}
 		if err := advise(m, advice); err != nil {
-			errs = append(errs, fmt.Errorf("%x-%x of %s: %w", m.Start, m.End, path, err))
+			errs = append(errs, fmt.Errorf("%x-%x of %s: %w", m.Start, m.End, e.path, err))
 			continue
 		}
 		total += resident

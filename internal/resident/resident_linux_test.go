@@ -105,13 +105,18 @@ func TestDropFileKeepsWrittenPages(t *testing.T) {
 		t.Fatal("before: the written mapping holds only file pages")
 	}
 
-	if n, err := filePages(path); err != nil || n != int64(len(content)) {
+	e, err := openMapped(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if n, err := e.Resident(); err != nil || n != int64(len(content)) {
 		t.Fatalf("counted %d resident bytes (%v), want the clean mapping's %d", n, err, len(content))
 	}
 	if n, _ := residentOf(t, cleanMap); n != int64(len(content)) {
 		t.Fatalf("counting dropped pages: %d resident bytes left of %d", n, len(content))
 	}
-	dropped, err := filePages(path, unix.MADV_DONTNEED)
+	dropped, err := e.Drop()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +135,16 @@ func TestDropFileKeepsWrittenPages(t *testing.T) {
 }
 
 func TestDropExecutable(t *testing.T) {
-	before, err := Executable()
+	exe, err := OpenExecutable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dropped, err := DropExecutable()
+	defer exe.Close()
+	before, err := exe.Resident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := exe.Drop()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +155,7 @@ func TestDropExecutable(t *testing.T) {
 	}
 	// What counting maps again (its own code, the runtime's) is a small
 	// part of what the test had mapped.
-	after, err := Executable()
+	after, err := exe.Resident()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +288,12 @@ func TestEvictFile(t *testing.T) {
 	if n := cachedPages(t, b); n != 64 {
 		t.Fatalf("before: %d of 64 pages cached", n)
 	}
-	dropped, err := evictFile(path, path)
+	e, err := openMapped(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	dropped, err := e.evict(path)
 	if err != nil {
 		t.Fatal(err)
 	}
