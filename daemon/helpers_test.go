@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -75,6 +76,22 @@ func startDaemon(t testing.TB, mod func(*Config)) *testDaemon {
 		t.Fatalf("start daemon: %v", err)
 	}
 	return adopt(t, d)
+}
+
+// startStillDaemon starts a daemon whose collection loop has run its round
+// at the start and runs the next an hour later, so that the deleted books a
+// test writes stay on its shelf: a library of one member collects them at
+// its next round, which otherwise comes as soon as they are written.
+func startStillDaemon(t testing.TB) *testDaemon {
+	t.Helper()
+	d := startDaemon(t, func(c *Config) { c.summaryEvery = time.Hour })
+	poll.Until(t, "the collection loop's round at the start", 10*time.Second, func() bool {
+		d.coll.mu.Lock()
+		defer d.coll.mu.Unlock()
+		_, ok := d.coll.known[d.self]
+		return ok
+	})
+	return d
 }
 
 // adopt wraps a started daemon for a test, and closes it when the test

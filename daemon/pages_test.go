@@ -68,7 +68,7 @@ func keysOf(books []api.Book) []string {
 }
 
 func TestBookPages(t *testing.T) {
-	d := startDaemon(t, nil)
+	d := startStillDaemon(t)
 	ctx := ctxT(t)
 	const n = 250
 	shelve(t, d, n)
@@ -142,7 +142,7 @@ func TestBookPages(t *testing.T) {
 }
 
 func TestBookPagesRefuseBadInput(t *testing.T) {
-	d := startDaemon(t, nil)
+	d := startStillDaemon(t)
 	shelve(t, d, 3)
 	p, err := d.client.BooksPage(ctxT(t), client.BooksQuery{Limit: 1, Sort: "title"})
 	if err != nil {
@@ -163,7 +163,7 @@ func TestBookPagesRefuseBadInput(t *testing.T) {
 }
 
 func TestETags(t *testing.T) {
-	d := startDaemon(t, nil)
+	d := startStillDaemon(t)
 	ctx := ctxT(t)
 	shelve(t, d, 20)
 
@@ -212,7 +212,7 @@ func TestETags(t *testing.T) {
 // every change is answered (the follower's copy ends equal to the shelf),
 // and no change is answered twice (sequence numbers only grow).
 func TestChangesUnderWrites(t *testing.T) {
-	d := startDaemon(t, nil)
+	d := startStillDaemon(t)
 	ctx := ctxT(t)
 	shelve(t, d, 50)
 	const writers, writes, books = 4, 60, 80
@@ -309,7 +309,7 @@ func TestChangesUnderWrites(t *testing.T) {
 }
 
 func TestChangesLongPoll(t *testing.T) {
-	d := startDaemon(t, nil)
+	d := startStillDaemon(t)
 	ctx := ctxT(t)
 	shelve(t, d, 3)
 	ch, err := d.client.Changes(ctx, 0, 0, 0)
