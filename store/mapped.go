@@ -365,15 +365,11 @@ func (t *trimmer) trim(db *badger.DB, dir string) error {
 	defer txn.Discard()
 	it := txn.NewIterator(badger.IteratorOptions{})
 	defer it.Close()
-	after := treeTables(db)
-	pinned := make(map[uint64]bool, len(after))
-	for id := range after {
-		pinned[id] = t.listed[id]
-	}
+	before, after := t.listed, treeTables(db)
 	t.listed = after
-	t.tails.keep(pinned)
+	t.tails.keep(after)
 	return dropMappedPages(dir, func(id uint64, path string) (uint64, bool) {
-		if !pinned[id] {
+		if !before[id] || !after[id] { // not pinned
 			// Maybe still being written: its footer is read again
 			// next time.
 			return dataLen(path), false
