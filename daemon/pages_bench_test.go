@@ -7,7 +7,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
-	"github.com/danyue/danyue/internal/mixload"
+	"github.com/danyue/danyue/bench/mixload"
 )
 
 // BenchmarkListBooks lists the shelf through the unix socket: the whole

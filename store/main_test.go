@@ -14,7 +14,7 @@ import (
 )
 
 // childEnv makes the test binary act as a child process of a test (crash,
-// lock, footprint and idle measurements) instead of running tests.
+// lock, damage) instead of running tests.
 const childEnv = "DANYUE_STORE_CHILD"
 
 func TestMain(m *testing.M) {
@@ -47,10 +47,6 @@ func runChild(role string) int {
 		err = crashChild(dir, false)
 	case "crash-compacting":
 		err = crashChild(dir, true)
-	case "footprint":
-		err = footprintChild(dir)
-	case "idle":
-		err = idleChild(dir)
 	case "damage":
 		err = damageChild(dir)
 	default:

@@ -5,10 +5,9 @@
 // from anywhere on the shelf in key order). Books are picked at random from
 // books 1 to N of a shelf, as Key names them (Fill writes such a shelf).
 //
-// daemon's BenchmarkMixedLoad runs it against a daemon in the benchmark's
-// own process, where the clients' garbage shares the daemon's heap and the
-// daemon runs without the settings its command gives it;
-// testnet/cmd/mixed runs it against a daemon process.
+// The measuring command (bench/cmd/measure, its write and apps phases)
+// runs it against a daemon process, as the daemon is installed; its
+// clients live in another process, so their garbage is not the daemon's.
 package mixload
 
 import (
