@@ -14,6 +14,7 @@ import (
 	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // daemonProc is a `danyue daemon` process started by a test.
@@ -49,21 +50,16 @@ func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemon
 	t.Cleanup(func() { p.stop(t) })
 	c := client.New(daemon.DefaultSocket(data))
 	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := c.Status(context.Background()); err == nil {
-			return p
-		}
+	poll.Until(t, "daemon "+name+" to answer", time.Minute, func() bool {
 		select {
 		case err := <-p.done:
 			t.Fatalf("daemon %s exited before answering: %v", name, err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon %s did not answer within 30s", name)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		_, err := c.Status(context.Background())
+		return err == nil
+	})
+	return p
 }
 
 // stop sends SIGTERM and waits for a clean exit.
@@ -176,24 +172,17 @@ func TestCLITwoDevices(t *testing.T) {
 	if _, err := ca.AddReadTime(context.Background(), key, 90*60*1000, ""); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	var books []api.Book
-	for {
+	poll.Until(t, "B to show A's book", time.Minute, func() bool {
 		res := b.cli(t, "books", "--json")
 		if res.code != 0 {
 			t.Fatalf("books --json: exit %d, stderr %q", res.code, res.stderr)
 		}
+		var books []api.Book
 		if err := json.Unmarshal([]byte(res.stdout), &books); err != nil {
 			t.Fatalf("books --json is not JSON: %v\n%s", err, res.stdout)
 		}
-		if len(books) == 1 && books[0].ReadTime.TotalMs == 90*60*1000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("B never showed A's book: %s", res.stdout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(books) == 1 && books[0].ReadTime.TotalMs == 90*60*1000
+	})
 	res = b.cli(t, "books")
 	for _, want := range []string{"TITLE", "The Story of the Stone", "25.0%", "1h30m", "desk", key} {
 		if !strings.Contains(res.stdout, want) {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // runKeyBounded runs `danyue key` and fails the test instead of hanging it
@@ -82,14 +84,10 @@ func TestKeyStopsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Reading has begun once the process has read well past its binary.
-	deadline := time.Now().Add(time.Minute)
-	for readBytes(cmd.Process.Pid) < 64<<20 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the command never started reading")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// (On a timeout, the context's end kills the command.)
+	poll.Until(t, "the command to start reading", time.Minute, func() bool {
+		return readBytes(cmd.Process.Pid) >= 64<<20
+	})
 	cmd.Process.Signal(syscall.SIGTERM)
 	err = cmd.Wait()
 	if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // `danyue sync --once` on a stopped device: it gets what it missed, exits 0
@@ -32,7 +33,7 @@ func TestCLISyncOnce(t *testing.T) {
 	if _, err := ca.SetPosition(context.Background(), key, 500, 0.25, "The Story of the Stone"); err != nil {
 		t.Fatal(err)
 	}
-	waitCLI(t, "B to have the book", func() bool {
+	poll.Until(t, "B to have the book", time.Minute, func() bool {
 		book, err := cb.Book(context.Background(), key)
 		return err == nil && book.Position != nil && book.Position.Char == 500
 	})
@@ -41,7 +42,7 @@ func TestCLISyncOnce(t *testing.T) {
 		peers, err := c.Peers(context.Background())
 		return err == nil && len(peers) == 1 && peers[0].InSync
 	}
-	waitCLI(t, "A and B in sync", func() bool { return inSync(ca) && inSync(cb) })
+	poll.Until(t, "A and B in sync", time.Minute, func() bool { return inSync(ca) && inSync(cb) })
 	b.stop(t)
 
 	// One change while B is away: the one record sync --once should move.
@@ -78,17 +79,5 @@ func TestCLISyncOnce(t *testing.T) {
 	startDaemonProcAt(t, b.data, "pocket", "--peer", st.Addresses[0])
 	if res := a.cli(t, "sync", "--once", "--timeout", "30s"); res.code != 0 || !strings.Contains(res.stdout, "in sync with 1 of 1 connected peers") {
 		t.Errorf("sync --once beside a daemon in sync: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
-	}
-}
-
-// waitCLI polls cond until it holds, failing the test after 15 s.
-func waitCLI(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/poll"
 )
 
 // The Termux:Boot script takes the wake lock, makes the data dir 0700 and
@@ -46,25 +48,17 @@ func TestTermuxBootScript(t *testing.T) {
 	}
 	data := filepath.Join(home, ".local", "share", "danyue")
 	want := "termux-wake-lock \ndanyue daemon --data " + data + " --log-format json\n"
-	deadline := time.Now().Add(10 * time.Second)
-	var got []byte
-	for time.Now().Before(deadline) {
-		if got, _ = os.ReadFile(calls); string(got) == want {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if string(got) != want {
-		t.Fatalf("calls:\n%s\nwant:\n%s", got, want)
-	}
+	// The daemon's stand-in runs in the background: the script returns
+	// before it has written.
+	poll.Until(t, "the calls:\n"+want, time.Minute, func() bool {
+		got, _ := os.ReadFile(calls)
+		return string(got) == want
+	})
 	if st, err := os.Stat(data); err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("data dir: %v %v, want mode 0700", st.Mode(), err)
 	}
-	for time.Now().Before(deadline) {
-		if log, _ := os.ReadFile(filepath.Join(data, "danyue.log")); strings.Contains(string(log), "logged-by-danyue") {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Error("the daemon's output did not reach DATA/danyue.log")
+	poll.Until(t, "the daemon's output in DATA/danyue.log", time.Minute, func() bool {
+		log, _ := os.ReadFile(filepath.Join(data, "danyue.log"))
+		return strings.Contains(string(log), "logged-by-danyue")
+	})
 }
