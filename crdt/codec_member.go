@@ -24,8 +24,8 @@ type wireAdded struct {
 
 func (m *Member) wire() *wireMember {
 	// A copy: a slice of m.Library would make every Entry that is encoded
-	// escape to the heap, 600 bytes for each record decoded (Decode
-	// encodes to check).
+	// escape to the heap, a whole record's allocation for each record
+	// decoded (Decode encodes to check).
 	w := &wireMember{Library: bytes.Clone(m.Library[:]), ID: uint64(m.ID), Removed: stampWire(m.Removed)}
 	if !m.Added.IsZero() {
 		w.Added = &wireAdded{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: uint64(m.Added.Device), By: uint64(m.AddedBy)}

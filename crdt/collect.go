@@ -32,7 +32,7 @@ import (
 // see, now or after any later write: a book revived by a later position
 // shows the title and furthest position it had before the delete (both are
 // registers a delete does not reset), a deleted book listed again shows
-// its old position, and read-time slots survive delete and revival (DESIGN).
+// its old position, and read-time slots survive delete and revival (docs/design.md).
 // Any field dropped from the residue would come back or not depending on
 // whether collection ran before the later write arrived, which no other
 // replica can reproduce. What collection saves is the book's place in the

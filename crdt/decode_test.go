@@ -119,7 +119,7 @@ func hostileInputs() []hostile {
 		{"array claiming MaxDevices elements, holding one", hx(bookOf(2, hKey, "03 99 0400 82 0a 01")), inv},
 		{"larger than MaxEncodedSize", append(hx(bookOf(1, hKey)), make([]byte, crdt.MaxEncodedSize)...), inv},
 		// Second encodings of valid records. Accepting them would break
-		// "decode then encode gives the same bytes" (STYLE habit 5).
+		// "decode then encode gives the same bytes" (package doc, Encoding).
 		{"non-shortest integer", hx("a2 00 18 01 01 a1 " + hKey), inv},
 		{"non-shortest length", hx(bookOf(1, "00 58 11 01 0123456789abcdef0123456789abcdef")), inv},
 		{"unsorted map keys", hx("a2 01 a1 " + hKey + " 00 01"), inv},
@@ -131,7 +131,7 @@ func hostileInputs() []hostile {
 }
 
 // Issue 3: the decoder refuses hostile input with the right error and no
-// partial record (STYLE habit 5).
+// partial record (package doc, Encoding).
 func TestDecodeRejectsHostileInput(t *testing.T) {
 	for _, tt := range hostileInputs() {
 		t.Run(tt.name, func(t *testing.T) {

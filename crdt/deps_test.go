@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// STYLE habit 7, DESIGN "Layers": crdt is the pure core. It imports no
+// docs/design.md, Layers: crdt is the pure core. It imports no
 // package of the project, and nothing that does I/O, networking, storage or
 // reads the time; the daemon passes time in and persists what comes out.
 func TestDependencyDirection(t *testing.T) {
@@ -20,7 +20,7 @@ func TestDependencyDirection(t *testing.T) {
 	for _, imp := range pkg.Imports {
 		for _, bad := range forbiddenDirect {
 			if imp == bad || strings.HasPrefix(imp, bad+"/") {
-				t.Errorf("crdt imports %s: no I/O, clock or randomness in the core (STYLE habit 1)", imp)
+				t.Errorf("crdt imports %s: no I/O, clock or randomness in the core (docs/style.md, The core)", imp)
 			}
 		}
 	}

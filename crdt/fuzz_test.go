@@ -8,8 +8,8 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-// FuzzDecode feeds arbitrary bytes to Decode (STYLE habit 5: every decoder of
-// outside bytes is fuzzed). It must never panic; what it accepts must be
+// FuzzDecode feeds arbitrary bytes to Decode (every decoder of outside bytes
+// is fuzzed: docs/style.md, Tests). It must never panic; what it accepts must be
 // exactly what Encode makes of the record (one byte form per record), must
 // re-encode and decode to an equal record, and must merge like a valid
 // record. Allocation bounds are checked on hostile inputs by

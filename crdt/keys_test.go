@@ -8,7 +8,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-// Rule (BookKey, DESIGN "one record per book"): a key is md5:<32 hex> or
+// Rule (BookKey; docs/design.md, one record per book): a key is md5:<32 hex> or
 // sha256:<64 hex>; hex digits may be given in either case and mean the same
 // key, which always prints in lowercase.
 func TestParseBookKey(t *testing.T) {

@@ -81,7 +81,7 @@ func TestBookMergeReportsChange(t *testing.T) {
 	}
 }
 
-// Rule (DESIGN "furthest"): the furthest position is a max register of the
+// Rule (Book.Furthest): the furthest position is a max register of the
 // offset: going back in the book moves the position, not the furthest, and
 // the furthest keeps who got there and when.
 func TestFurthestIsAMaxRegister(t *testing.T) {

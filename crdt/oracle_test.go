@@ -10,8 +10,8 @@ import (
 // operations that reached it, by plain loops over that log. It shares no code
 // with the package's merge (it orders timestamps itself and never calls
 // Merge or a compare method), so a bug in one is not hidden by the same bug
-// in the other. STYLE habit 3: check the optimized code against a naive
-// model.
+// in the other: the optimized code is checked against a naive model
+// (docs/style.md, Tests).
 
 type opKind int
 
@@ -44,8 +44,8 @@ type loggedOp struct {
 	kosync  crdt.KosyncProgress // kosync ops: the account (User), and for progress what was written; a link's Document
 }
 
-// later is the timestamp order of DESIGN ("wall ms, logical counter, device
-// id"), written out.
+// later is the timestamp order of the package doc ("wall ms, logical
+// counter, device"), written out.
 func later(a, b crdt.Timestamp) bool {
 	if a.Wall != b.Wall {
 		return a.Wall > b.Wall

@@ -13,7 +13,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-// Scenarios from the seeds, as data (STYLE habit 4): testdata/scenarios/*.txt
+// Scenarios from the seeds, as data (docs/style.md, Tests): testdata/scenarios/*.txt
 // are scripts of commands, each followed by "----" and the output it must
 // print. -update rewrites the outputs; commit only diffs you understand.
 //

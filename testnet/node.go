@@ -188,10 +188,9 @@ func (n *Node) launch() error {
 		// in cmd/danyue), so that during a burst the kernel time-slices
 		// its threads. The nodes of a net are devices sharing this
 		// machine's cores, up to 20 of them, which oversubscribes the
-		// cores already: with 4 Ps each on 2 cores, a write reached all
-		// 19 others of many-devices with p99 112-178 ms (5 runs), with
-		// Go's default of a P per core 70-148 ms (5 runs, 4 of them under
-		// 100). So each node gets the default.
+		// cores already: more Ps per node only add switching between
+		// them, and slowed propagation across many-devices. So each node
+		// gets Go's default of a P per core.
 		env = append(env, "GOMAXPROCS="+strconv.Itoa(runtime.NumCPU()))
 	}
 	if offset != 0 {

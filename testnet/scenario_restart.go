@@ -42,7 +42,7 @@ const (
 // and both list each other as connected. Before libp2p's connection rate
 // limit was confined to inbound connections, node1's redials of node2's dead
 // port used up the rate of node2's address, and node2's dials back were
-// reset: 8 restarts in 23 took 2 s to 2 minutes.
+// reset: a restart could take minutes to reconnect.
 func Restart(t TB, p Params, r *Report) {
 	p = p.WithDefaults()
 	per := max(1, p.Restarts/len(restartVariants))

@@ -32,8 +32,8 @@ func RestoreWrites(t TB, p Params, r *Report) {
 	backup := c.DataDir() + ".old"
 	t.Cleanup(func() { _ = os.RemoveAll(backup) })
 	// The copy is of a member that has met the others. One copied before
-	// it met any (it happened 12 ms after joining) is alone in its
-	// library, and rightly collects its own deletes before anyone has them.
+	// it met any (right after joining, say) is alone in its library, and
+	// rightly collects its own deletes before anyone has them.
 	WaitFor(t, healTimeout, func() (bool, string) { return knowsMembers(c, nodes) })
 	c.Stop()
 	copyDir(t, c.DataDir(), backup)
