@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -208,4 +209,21 @@ type testLog struct{ t *testing.T }
 func (l testLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// A figure that could not be measured is null in JSON, which has no NaN.
+func TestMetricJSON(t *testing.T) {
+	for _, tt := range []struct {
+		m    metric
+		want string
+	}{
+		{metric{Name: "p50", Unit: "ms", Value: 1.5}, `{"name":"p50","unit":"ms","value":1.5}`},
+		{metric{Name: "heap at GC", Unit: "MB", Value: math.NaN()}, `{"name":"heap at GC","unit":"MB","value":null}`},
+		{metric{Name: "GET errors", Value: 0}, `{"name":"GET errors","value":0}`},
+	} {
+		got, err := json.Marshal(tt.m)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", tt.m, got, err, tt.want)
+		}
+	}
 }

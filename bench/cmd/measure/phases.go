@@ -32,8 +32,8 @@ var phases = []*phase{
 		return fmt.Sprintf("%d requests of 64 reader apps at once (bench/mixload's mix) on %d books", c.ops, c.books)
 	}},
 	{name: "settle", run: runSettle, about: func(c config) string {
-		return fmt.Sprintf("two paired daemons, A and B, after a burst of %d writes on A: wakeups (context switches) and CPU in the %v after it, then in %v of steady idle from %v after it; memory of A over the burst and the first window",
-			c.burst, c.settle, c.idleWindow, c.idleAfter)
+		return fmt.Sprintf("two paired daemons, A and B, left alone for %v, then a burst of %d writes on A: wakeups (context switches of every thread) and CPU (utime+stime) in the %v after it, then in %v of steady idle from %v after it; memory of A over the burst and the first window",
+			c.before, c.burst, c.settle, c.idleWindow, c.idleAfter)
 	}},
 	{name: "propagate", run: runPropagate, about: func(c config) string {
 		return fmt.Sprintf("two paired daemons on loopback, %d writes alternately on each: from sending the PUT to the book event on the other's /v1/events; memory of A", c.samples)
