@@ -62,6 +62,7 @@ type config struct {
 	books      int
 	ops        int
 	samples    int
+	gap        time.Duration
 	burst      int
 	before     time.Duration
 	settle     time.Duration
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.books, "books", 100_000, "books on the shelf (write, restart, join, list, apps)")
 	fs.IntVar(&c.ops, "ops", 40_000, "requests the reader apps send (apps)")
 	fs.IntVar(&c.samples, "samples", 200, "writes timed (propagate)")
+	fs.DurationVar(&c.gap, "gap", 100*time.Millisecond, "pause between two timed writes, as between a reader's page turns (propagate)")
 	fs.IntVar(&c.burst, "burst", 100, "writes in the burst (settle)")
 	fs.DurationVar(&c.before, "settle-before", 10*time.Second, "quiet time between pairing and the burst, so that what pairing set off is not counted (settle)")
 	fs.DurationVar(&c.settle, "settle", 30*time.Second, "window after the burst (settle)")

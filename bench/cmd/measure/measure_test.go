@@ -57,7 +57,7 @@ var sane = map[string][2]float64{
 func TestMeasureEveryPhase(t *testing.T) {
 	bin := buildDanyue(t)
 	args := []string{"-bin", "A=" + bin, "-bin", "B=" + bin, "-runs", "1", "-books", "300", "-ops", "400",
-		"-samples", "20", "-burst", "20", "-settle-before", "200ms", "-settle", "1s", "-idle-after", "2s", "-idle-window", "1s",
+		"-samples", "20", "-gap", "10ms", "-burst", "20", "-settle-before", "200ms", "-settle", "1s", "-idle-after", "2s", "-idle-window", "1s",
 		"-flood-records", "400", "-timeout", "2m", "-work", t.TempDir(), "-json", filepath.Join(t.TempDir(), "r.json")}
 	cfg, err := parseFlags(args, io.Discard)
 	if err != nil {

@@ -157,6 +157,9 @@ func runPropagate(ctx context.Context, r *runner, b build, dir string) (*outcome
 	pa.mem.begin()
 	var lat []time.Duration
 	for i := range r.cfg.samples {
+		if err := pause(ctx, r.cfg.gap); err != nil {
+			return nil, err
+		}
 		w := i % 2
 		d, err := propagateOnce(ctx, ps[w], streams[1-w], mixload.Key(1+i%4), int64(i+1)*10)
 		if err != nil {

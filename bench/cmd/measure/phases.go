@@ -36,7 +36,7 @@ var phases = []*phase{
 			c.before, c.burst, c.settle, c.idleWindow, c.idleAfter)
 	}},
 	{name: "propagate", run: runPropagate, about: func(c config) string {
-		return fmt.Sprintf("two paired daemons on loopback, %d writes alternately on each: from sending the PUT to the book event on the other's /v1/events; memory of A", c.samples)
+		return fmt.Sprintf("two paired daemons on loopback, %d writes alternately on each, %v apart: from sending the PUT to the book event on the other's /v1/events; memory of A", c.samples, c.gap)
 	}},
 	{name: "connect", run: runConnect, about: func(config) string {
 		return "one of two paired daemons restarting, the other's address as its static peer: from its start to the other shown connected; memory of the restarted one"

@@ -79,6 +79,7 @@ type reportConfig struct {
 	Books        int    `json:"books"`
 	Ops          int    `json:"ops"`
 	Samples      int    `json:"samples"`
+	Gap          string `json:"gap"`
 	Burst        int    `json:"burst"`
 	Before       string `json:"settleBefore"`
 	Settle       string `json:"settle"`
@@ -105,7 +106,7 @@ func newReport(cfg config, builds []build) *report {
 			}
 		}
 	}
-	r.Config = reportConfig{Runs: cfg.runs, Books: cfg.books, Ops: cfg.ops, Samples: cfg.samples, Burst: cfg.burst,
+	r.Config = reportConfig{Runs: cfg.runs, Books: cfg.books, Ops: cfg.ops, Samples: cfg.samples, Gap: cfg.gap.String(), Burst: cfg.burst,
 		Before: cfg.before.String(), Settle: cfg.settle.String(), IdleAfter: cfg.idleAfter.String(), IdleWindow: cfg.idleWindow.String(), FloodRecords: cfg.flood}
 	return r
 }
