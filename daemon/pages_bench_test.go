@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/danyue/danyue/bench/mixload"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
-	"github.com/danyue/danyue/bench/mixload"
 )
 
 // BenchmarkListBooks lists the shelf through the unix socket: the whole
