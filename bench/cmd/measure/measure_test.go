@@ -105,6 +105,10 @@ func checkMetrics(t *testing.T, r runResult) {
 		if math.IsNaN(m.Value) && strings.Contains(m.Name, "heap") {
 			continue
 		}
+		// A quiet daemon may not wake at all in a window of a second.
+		if strings.Contains(m.Name, "wakeups") {
+			bounds[0] = 0
+		}
 		if math.IsNaN(m.Value) || m.Value < bounds[0] || m.Value > bounds[1] {
 			t.Errorf("%s: %s = %v %s, want %v to %v", r.Build, m.Name, m.Value, m.Unit, bounds[0], bounds[1])
 		}
