@@ -88,14 +88,6 @@ func runScenario(t *testing.T, file string) {
 
 func (s *scenario) run(line string) (string, error) {
 	args := strings.Fields(line)
-	dev := func(i int) (*scenarioDevice, error) {
-		for _, d := range s.devices {
-			if i < len(args) && d.name == args[i] {
-				return d, nil
-			}
-		}
-		return nil, fmt.Errorf("no device in %q", line)
-	}
 	switch args[0] {
 	case "device":
 		off, err := time.ParseDuration(args[2])
@@ -116,36 +108,57 @@ func (s *scenario) run(line string) (string, error) {
 		}
 		return b.String(), nil
 	case "sync":
-		from, err := dev(1)
+		from, err := s.device(args, 1)
 		if err != nil {
 			return "", err
 		}
-		to, err := dev(2)
+		to, err := s.device(args, 2)
 		if err != nil {
 			return "", err
 		}
-		e := crdt.BookEntry(from.book.Clone())
-		ahead := to.clock.Observe(e.MaxTimestamp(), s.wall(to))
-		msg := fmt.Sprintf("%s unchanged", to.name)
-		if to.book.Merge(&e.Book) {
-			msg = fmt.Sprintf("%s changed", to.name)
-		}
-		if ahead > 0 {
-			msg += fmt.Sprintf("; %s's record is %v ahead of its clock", from.name, time.Duration(ahead)*time.Millisecond)
-		}
-		return msg + "\n", nil
+		return s.sync(from, to), nil
 	}
-	d, err := dev(1)
+	d, err := s.device(args, 1)
 	if err != nil {
 		return "", err
 	}
-	var e crdt.Entry
+	return s.write(d, args)
+}
+
+// device returns the device named by args[i].
+func (s *scenario) device(args []string, i int) (*scenarioDevice, error) {
+	for _, d := range s.devices {
+		if i < len(args) && d.name == args[i] {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("no device in %q", strings.Join(args, " "))
+}
+
+// sync merges from's book into to's, as a sync would deliver it.
+func (s *scenario) sync(from, to *scenarioDevice) string {
+	e := crdt.BookEntry(from.book.Clone())
+	ahead := to.clock.Observe(e.MaxTimestamp(), s.wall(to))
+	msg := fmt.Sprintf("%s unchanged", to.name)
+	if to.book.Merge(&e.Book) {
+		msg = fmt.Sprintf("%s changed", to.name)
+	}
+	if ahead > 0 {
+		msg += fmt.Sprintf("; %s's record is %v ahead of its clock", from.name, time.Duration(ahead)*time.Millisecond)
+	}
+	return msg + "\n"
+}
+
+// write runs the local operation args on d.
+func (s *scenario) write(d *scenarioDevice, args []string) (string, error) {
 	// A local write orders after everything in the record it writes, even
 	// the stamps the clock did not follow (doc "Time").
 	at := func() crdt.Timestamp {
 		local := crdt.BookEntry(d.book)
 		return d.clock.NowAfter(s.wall(d), local.MaxTimestamp())
 	}
+	var e crdt.Entry
+	var err error
 	switch args[0] {
 	case "pos":
 		char, perr := strconv.ParseUint(args[2], 10, 64)

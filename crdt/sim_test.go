@@ -2,6 +2,7 @@ package crdt_test
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 
 	"github.com/danyue/danyue/crdt"
@@ -99,7 +100,37 @@ func (s *simulation) wall(t *rapid.T, d *simDevice) uint64 {
 func (s *simulation) localOp(t *rapid.T) {
 	d := rapid.SampledFrom(s.devices).Draw(t, "device")
 	key := rapid.SampledFrom(s.keys).Draw(t, "key")
-	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename, opKosyncUser, opKosyncProgress, opKosyncLink}).Draw(t, "op"), dev: d.id}
+	op := drawOp(t, d.id, key)
+	local := d.records[recordID(identityOf(op))]
+	if op.kind != opReadTime {
+		op.at = s.stamp(t, d, op.kind, local)
+	}
+	e, err := opEntry(op, local)
+	if err != nil {
+		t.Fatalf("%s on %v: %v", op.kind, d.id, err)
+	}
+	s.checkOrdersAfter(t, op, local)
+	id := len(s.log)
+	s.log = append(s.log, op)
+	known := []int{id}
+	if op.kind == opReadTime {
+		// The slot value the delta carries includes every earlier addition
+		// of this device to this book.
+		for i, prev := range s.log[:id] {
+			if prev.kind == opReadTime && prev.dev == d.id && prev.key == key {
+				known = append(known, i)
+			}
+		}
+	}
+	m := message{entry: e, known: known}
+	s.receive(t, d, m)
+	s.inflight = append(s.inflight, m)
+}
+
+// drawOp draws a local operation of device dev, on book key if it is one
+// of a book.
+func drawOp(t *rapid.T, dev crdt.DeviceID, key crdt.BookKey) loggedOp {
+	op := loggedOp{kind: rapid.SampledFrom([]opKind{opPosition, opReadTime, opDelete, opTitle, opRename, opKosyncUser, opKosyncProgress, opKosyncLink}).Draw(t, "op"), dev: dev}
 	switch op.kind {
 	case opPosition:
 		op.key, op.char = key, rapid.SampledFrom(simChars).Draw(t, "char")
@@ -119,84 +150,74 @@ func (s *simulation) localOp(t *rapid.T) {
 		op.kosync.Document = rapid.SampledFrom(simKosyncDocs).Draw(t, "document")
 		op.text = rapid.SampledFrom(append([]string{""}, simTitles...)).Draw(t, "file title")
 	}
-	rid := recordID(identityOf(op))
-	local := d.records[rid]
-	if op.kind != opReadTime {
-		// The daemon's rule: a local write orders after everything in the
-		// record it writes (doc "Time").
-		var floor crdt.Timestamp
-		if local != nil {
-			floor = local.entry.MaxTimestamp()
-		}
-		wall := s.wall(t, d)
-		op.at = d.clock.NowAfter(wall, floor)
-		// Rule (doc "Time"): the clock follows other devices only up to
-		// MaxAhead past its wall clock, so a local write is stamped near the
-		// device's own time unless the record it writes is further ahead.
-		if op.at.Wall > d.maxWall+crdt.MaxAhead && op.at.Wall > floor.Wall+1 {
-			t.Fatalf("%s stamped %v, more than MaxAhead past the device's latest wall reading %d and past the record's latest stamp %v", op.kind, op.at, d.maxWall, floor)
-		}
+	return op
+}
+
+// stamp is the daemon's rule: a local write orders after everything in the
+// record it writes (doc "Time").
+func (s *simulation) stamp(t *rapid.T, d *simDevice, kind opKind, local *simRecord) crdt.Timestamp {
+	var floor crdt.Timestamp
+	if local != nil {
+		floor = local.entry.MaxTimestamp()
 	}
-	var e crdt.Entry
-	var err error
+	at := d.clock.NowAfter(s.wall(t, d), floor)
+	// Rule (doc "Time"): the clock follows other devices only up to
+	// MaxAhead past its wall clock, so a local write is stamped near the
+	// device's own time unless the record it writes is further ahead.
+	if at.Wall > d.maxWall+crdt.MaxAhead && at.Wall > floor.Wall+1 {
+		t.Fatalf("%s stamped %v, more than MaxAhead past the device's latest wall reading %d and past the record's latest stamp %v", kind, at, d.maxWall, floor)
+	}
+	return at
+}
+
+// opEntry performs op with the package's operations; local is the record
+// as its device holds it, if it does.
+func opEntry(op loggedOp, local *simRecord) (crdt.Entry, error) {
 	switch op.kind {
 	case opPosition:
-		e, err = crdt.SetPosition(key, op.at, op.char, float64(op.percent)/1e6)
+		return crdt.SetPosition(op.key, op.at, op.char, float64(op.percent)/1e6)
 	case opReadTime:
 		var book *crdt.Book
 		if local != nil {
 			book = &local.entry.Book
 		}
-		e, err = crdt.AddReadTime(key, book, d.id, op.ms)
+		return crdt.AddReadTime(op.key, book, op.dev, op.ms)
 	case opDelete:
-		e, err = crdt.Delete(key, op.at)
+		return crdt.Delete(op.key, op.at)
 	case opTitle:
-		e, err = crdt.SetTitle(key, op.at, op.text)
+		return crdt.SetTitle(op.key, op.at, op.text)
 	case opRename:
-		e, err = crdt.RenameDevice(op.at, op.text)
+		return crdt.RenameDevice(op.at, op.text)
 	case opKosyncUser:
 		if op.text == crdt.KosyncRemoved {
-			e, err = crdt.RemoveKosyncUser(op.at, op.kosync.User)
-		} else {
-			e, err = crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
+			return crdt.RemoveKosyncUser(op.at, op.kosync.User)
 		}
+		return crdt.SetKosyncUser(op.at, op.kosync.User, op.text)
 	case opKosyncProgress:
-		e, err = crdt.SetKosyncProgress(op.at, op.kosync)
+		return crdt.SetKosyncProgress(op.at, op.kosync)
 	case opKosyncLink:
-		e, err = crdt.LinkKosyncDocument(op.at, op.kosync.Document, op.key, op.text)
+		return crdt.LinkKosyncDocument(op.at, op.kosync.Document, op.key, op.text)
 	}
-	if err != nil {
-		t.Fatalf("%s on %v: %v", op.kind, d.id, err)
+	return crdt.Entry{}, fmt.Errorf("no operation %v", op.kind)
+}
+
+// checkOrdersAfter checks the rule (doc "Time"): a write made after a
+// device has seen another write to the same record orders after it,
+// whatever the wall clocks say, both by timestamp and by clock reading
+// (which decides visibility).
+func (s *simulation) checkOrdersAfter(t *rapid.T, op loggedOp, local *simRecord) {
+	if local == nil || op.at.IsZero() {
+		return
 	}
-	// Rule (doc "Time"): a write made after a device has seen another write
-	// to the same record orders after it, whatever the wall clocks say, both
-	// by timestamp and by clock reading (which decides visibility).
-	if local != nil && !op.at.IsZero() {
-		for id := range local.known {
-			prev := s.log[id]
-			if prev.kind == opReadTime {
-				continue
-			}
-			if !later(op.at, prev.at) || !readingAfter(op.at, prev.at) {
-				t.Fatalf("%s at %v does not order after %s at %v, which its device had seen", op.kind, op.at, prev.kind, prev.at)
-			}
+	for id := range local.known {
+		prev := s.log[id]
+		if prev.kind == opReadTime {
+			continue
+		}
+		if !later(op.at, prev.at) || !readingAfter(op.at, prev.at) {
+			t.Fatalf("%s at %v does not order after %s at %v, which its device had seen", op.kind, op.at, prev.kind, prev.at)
 		}
 	}
-	id := len(s.log)
-	s.log = append(s.log, op)
-	known := []int{id}
-	if op.kind == opReadTime {
-		// The slot value the delta carries includes every earlier addition
-		// of this device to this book.
-		for i, prev := range s.log[:id] {
-			if prev.kind == opReadTime && prev.dev == d.id && prev.key == key {
-				known = append(known, i)
-			}
-		}
-	}
-	m := message{entry: e, known: known}
-	s.receive(t, d, m)
-	s.inflight = append(s.inflight, m)
 }
 
 // deliverInflight delivers an old delta to any device: late, out of order,
