@@ -161,8 +161,7 @@ func syncReport(state peer.SyncState) SyncReport {
 }
 
 // inSync reports whether this device and p have each merged everything of
-// the other. A peer of protocol 1 cannot say what it has merged: having all
-// of its changes is all that can be known.
+// the other.
 func inSync(p peer.PeerInfo) bool {
-	return p.Connected && p.CaughtUp && (p.Delivered || !p.Acknowledges)
+	return p.Connected && p.CaughtUp && p.Delivered
 }

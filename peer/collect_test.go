@@ -79,7 +79,7 @@ func TestCollectedDeleteReachesRestoredDevice(t *testing.T) {
 	if err := a.store.setPosition(key, 700); err != nil {
 		t.Fatal(err)
 	}
-	links := []*pipeLink{openLink(b, a, ProtocolVersion), openLink(c, a, ProtocolVersion)}
+	links := []*pipeLink{openLink(b, a), openLink(c, a)}
 	poll.Until(t, "A's books on B and C", 10*time.Second, func() bool { return converged(a.store, b.store, c.store) })
 	backup := c.store.copyStore()
 
@@ -106,7 +106,7 @@ func TestCollectedDeleteReachesRestoredDevice(t *testing.T) {
 	c.stop(t)
 	c.store = backup
 	c.start(t, lib, nil, quiet)
-	fromA := openLink(c, a, ProtocolVersion)
+	fromA := openLink(c, a)
 	defer fromA.cut()
 	aLast, _ := a.store.Watch()
 	poll.Until(t, "C to hear from A up to A's end", 10*time.Second, func() bool {
@@ -114,13 +114,13 @@ func TestCollectedDeleteReachesRestoredDevice(t *testing.T) {
 	})
 	// B pulls C's old copy (C is behind B's cursor into it, so from the
 	// start) and brings the book back as the delete it collected.
-	fromC := openLink(b, c, ProtocolVersion)
+	fromC := openLink(b, c)
 	defer fromC.cut()
 	poll.Until(t, "B to bring the book back as deleted", 10*time.Second, func() bool {
 		bk, ok := b.store.book(key)
 		return ok && !bk.Visible()
 	})
-	fromB := openLink(c, b, ProtocolVersion)
+	fromB := openLink(c, b)
 	defer fromB.cut()
 	bLast, _ := b.store.Watch()
 	poll.Until(t, "C to merge B's store to its end", 10*time.Second, func() bool {

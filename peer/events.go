@@ -34,11 +34,9 @@ type PeerInfo struct {
 	Merged     uint64
 	RemoteLast uint64
 	CaughtUp   bool
-	// Delivery to this peer, known if Acknowledges (it speaks sync protocol
-	// 2): Delivered says that its pull from us runs on the current
+	// Delivered says that the peer's pull from us runs on the current
 	// connection and has acknowledged merging our last change.
-	Acknowledges bool
-	Delivered    bool
+	Delivered bool
 	// Records received from and sent to it since the node started.
 	RecordsIn, RecordsOut uint64
 	// LastError is the last reason a dial or sync stream to it failed, empty
@@ -57,8 +55,8 @@ const (
 	PeerDisconnected
 	// PeerClockSkewed: the peer's clock is off by more than MaxClockOffset.
 	PeerClockSkewed
-	// PeerRefused: the peer and this device cannot sync (protocol version,
-	// library); Err says why and which side should upgrade.
+	// PeerRefused: the peer and this device cannot sync (another sync
+	// protocol, another library); Err says why.
 	PeerRefused
 )
 

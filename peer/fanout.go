@@ -10,11 +10,11 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-// Relays in a mesh (protocol version 4). When device W writes, every peer
-// that pulls from W merges the change, gives it a number of its own and
-// would relay it to all its other peers: in a full mesh of N devices, N-1
-// copies arrive directly and (N-1)(N-2) more as relays. A relay matters
-// only to a puller that does not get the change from W itself.
+// Relays in a mesh. When device W writes, every peer that pulls from W
+// merges the change, gives it a number of its own and would relay it to all
+// its other peers: in a full mesh of N devices, N-1 copies arrive directly
+// and (N-1)(N-2) more as relays. A relay matters only to a puller that does
+// not get the change from W itself.
 //
 // So a puller tells each of its senders which devices it pulls from itself
 // (its direct list, sent in a Have frame after its Start frame and again
@@ -27,10 +27,10 @@ import (
 //   - the puller's direct list drops the record's source (its stream from
 //     the source ended): the record is sent at once;
 //   - the sender has another record to send after it, or the hold has
-//     lasted deferWindow (1 s): the sender asks the puller (Want) whether it has
+//     lasted deferWindow: the sender asks the puller (Ask) whether it has
 //     all of each source's state as of the held records' numbers, and sends
 //     what the answer (Have) says it lacks, skipping the rest;
-//   - the answer does not come within wantTimeout: everything is sent.
+//   - the answer does not come within askTimeout: everything is sent.
 //
 // A puller knows it has all of W's state as of W's number S when it has
 // applied a batch from W marked whole: the pass that made it was not cut
@@ -46,7 +46,7 @@ import (
 // A pass that would send a batch with no record (every change in it
 // skipped, say one that came from the puller) is held the same way, so a
 // busy mesh does not pay a frame and an ack per change and stream for a
-// cursor that moves.
+// cursor that moves. hold.go holds these rules.
 
 const (
 	// deferWindow bounds how long a record or an empty cursor advance is
@@ -55,26 +55,19 @@ const (
 	// without ending (a short partition, where TCP retransmits with
 	// backoff): short enough not to slow a heal down, long enough for a
 	// change to arrive from its writer first. Each window that ends costs
-	// a stream a Want, a Have and a cursor advance: at 0.5 s, testnet's 20
-	// devices writing in turn spent more on those than on the records
-	// (5.2-5.9 KB and 34 records per change, a write reaching all others
-	// at p99 208-310 ms on 2 cores); at 1 s, 2.8-3.7 KB, 24-27 records,
-	// 65-94 ms (both counted from before the mesh had settled, with the
-	// event streams' probe writes; from a settled mesh, 1 s gives 1.9 KB
-	// per change while the writes go on, 56 bytes per stream once they
-	// stop, 19 records, 32-43 ms). The busier a device, the more a short
-	// window costs. A longer one delays the marks that let a sender skip
-	// what a puller has.
+	// a stream an Ask, a Have and a cursor advance, so the busier a
+	// device, the more a short window costs; a longer one delays the marks
+	// that let a sender skip what a puller has.
 	deferWindow = time.Second
-	// wantTimeout bounds the wait for an answer to a Want.
-	wantTimeout = 2 * time.Second
+	// askTimeout bounds the wait for an answer to an Ask.
+	askTimeout = 2 * time.Second
 	// deferBacklog is the backlog (in sequence numbers) up to which a
 	// stream holds records back: a catch-up sends what it has.
 	deferBacklog = 64
 )
 
-// directSet is, on the pull side, the devices this device pulls from on a
-// version 4 stream at the moment, each with the epoch of its store.
+// directSet is, on the pull side, the devices this device pulls from at
+// the moment, each with the epoch of its store.
 type directSet struct {
 	mu      sync.Mutex
 	ver     uint64
@@ -169,78 +162,65 @@ func (p *puller) announceDirect(ctx context.Context) {
 	}
 }
 
-// answer answers a sender's Want (Ask from version 6): which of its items
-// this store lacks.
-func (p *puller) answer(f *wireFrame) error {
-	w := f.Want
-	switch {
-	case p.version < 4 || (w != nil) != (p.version < 6):
-		return protoErrorf("want frame of the wrong form on a version %d stream", p.version)
-	case w == nil:
-		var err error
-		if w, err = f.Ask.want(p.asks + 1); err != nil {
-			return err
-		}
+// answer answers a sender's Ask: which of its items this store lacks. It
+// answers the Asks of a stream in order, so the answer needs no number.
+func (p *puller) answer(a wireAsk) error {
+	list, items, err := a.parse()
+	if err != nil {
+		return err
 	}
-	if w.N == 0 || len(w.Items) > maxWantItems {
-		return protoErrorf("want %d of %d items", w.N, len(w.Items))
-	}
-	p.asks++
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var lacks []uint64
-	for i, it := range w.Items {
-		if w.List != p.dirVer || it.Index >= uint64(len(p.dirList)) {
+	for i, it := range items {
+		if list != p.dirVer || it.index >= uint64(len(p.dirList)) {
 			lacks = append(lacks, uint64(i))
 			continue
 		}
-		d := p.dirList[it.Index]
-		if !p.n.kn.hasAll(crdt.DeviceID(d.Device), mark{d.Epoch, it.Seq}) {
+		d := p.dirList[it.index]
+		if !p.n.kn.hasAll(crdt.DeviceID(d.Device), mark{d.Epoch, it.seq}) {
 			lacks = append(lacks, uint64(i))
 		}
 	}
-	h := &wireHave{N: w.N, Lacks: lacks}
-	if p.version >= 6 {
-		h.N = 0
-	}
-	return p.sendLocked(&wireFrame{Have: h})
+	return p.sendLocked(&wireFrame{Have: &wireHave{Lacks: lacks}})
 }
 
 // fanout is, on the send side of one stream, what the puller said of the
-// devices it pulls from itself, and the answers to this stream's Wants.
+// devices it pulls from itself, and the answers to this stream's Asks.
 type fanout struct {
 	mu       sync.Mutex
 	list     []wireMark // the puller's direct list
 	ver      uint64     // its version
 	wake     chan struct{}
-	answers  chan *wireHave
-	asked    uint64 // Wants sent (sender only)
-	answered uint64 // answers received (version 6: what numbers them)
+	answers  chan answer
+	asked    uint64 // Asks sent (sender only)
+	answered uint64 // answers received: what numbers them (watchPuller only)
+}
+
+// answer is the puller's answer to the stream's Ask number n: the indices
+// of its items the puller lacks.
+type answer struct {
+	n     uint64
+	lacks []uint64
 }
 
 func newFanout() *fanout {
-	return &fanout{wake: make(chan struct{}, 1), answers: make(chan *wireHave, 1)}
+	return &fanout{wake: make(chan struct{}, 1), answers: make(chan answer, 1)}
 }
 
-// have takes a Have frame from the puller of a stream of version v
-// (watchPuller).
-func (fo *fanout) have(h *wireHave, v uint64) error {
-	if v >= 6 && h.N != 0 {
-		return protoErrorf("have frame numbered %d on a version %d stream", h.N, v)
-	}
-	if v >= 6 && h.List == 0 {
+// have takes a Have frame from the puller (watchPuller): its direct list,
+// or the answer to the oldest Ask it has not answered yet.
+func (fo *fanout) have(h *wireHave) error {
+	if h.List == 0 {
 		fo.answered++
-		h.N = fo.answered
-	}
-	if h.N != 0 {
 		select {
 		case <-fo.answers: // an answer nobody waits for any more
 		default:
 		}
-		fo.answers <- h
+		fo.answers <- answer{n: fo.answered, lacks: h.Lacks}
 		return nil
 	}
-	if len(h.Direct) > maxMarks || h.List == 0 {
+	if len(h.Direct) > maxMarks {
 		return protoErrorf("direct list %d of %d devices", h.List, len(h.Direct))
 	}
 	fo.mu.Lock()
@@ -283,17 +263,17 @@ func (fo *fanout) indirect(marks []wireMark) []wireMark {
 
 // ask asks the puller whether it has all of each device's state as of the
 // sequence number held gives, and raises have for every item it has. No
-// answer within wantTimeout leaves have as it was.
+// answer within askTimeout leaves have as it was.
 func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 	fo := snd.fo
 	fo.mu.Lock()
 	ver := fo.ver
-	var items []wireWantItem
+	var items []askItem
 	var marks []source
 	for i, d := range fo.list {
 		m, ok := held[crdt.DeviceID(d.Device)]
-		if ok && m.epoch == d.Epoch && len(items) < maxWantItems {
-			items = append(items, wireWantItem{Index: uint64(i), Seq: m.seq})
+		if ok && m.epoch == d.Epoch && len(items) < maxAskItems {
+			items = append(items, askItem{index: uint64(i), seq: m.seq})
 			marks = append(marks, source{crdt.DeviceID(d.Device), m})
 		}
 	}
@@ -302,27 +282,23 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 		return nil
 	}
 	fo.asked++
-	f := &wireFrame{Want: &wireWant{N: fo.asked, List: ver, Items: items}}
-	if snd.version >= 6 {
-		f = &wireFrame{Ask: askOf(f.Want)}
-	}
 	snd.out.Reset()
-	if err := appendFrameV(&snd.out, f, snd.version); err != nil {
+	if err := appendFrame(&snd.out, &wireFrame{Ask: newAsk(ver, items)}); err != nil {
 		return err
 	}
 	if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
-		return fmt.Errorf("send want: %w", err)
+		return fmt.Errorf("send ask: %w", err)
 	}
-	t := time.NewTimer(wantTimeout)
+	t := time.NewTimer(askTimeout)
 	defer t.Stop()
 	for {
 		select {
 		case h := <-fo.answers:
-			if h.N != fo.asked {
+			if h.n != fo.asked {
 				continue
 			}
-			lacks := make(map[uint64]bool, len(h.Lacks))
-			for _, i := range h.Lacks {
+			lacks := make(map[uint64]bool, len(h.lacks))
+			for _, i := range h.lacks {
 				lacks[i] = true
 			}
 			for i, m := range marks {
@@ -332,7 +308,7 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 			}
 			return nil
 		case <-t.C:
-			snd.n.log.Debug("no answer to a want; sending the held records", "peer", snd.st.id)
+			snd.n.log.Debug("no answer to an ask; sending the held records", "peer", snd.st.id)
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

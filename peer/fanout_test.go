@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -15,12 +16,6 @@ import (
 // from every other), closed when the test ends.
 func mesh(t testing.TB, k int) []*device {
 	t.Helper()
-	return meshOf(t, k, ProtocolVersion)
-}
-
-// meshOf is mesh with links of the given protocol version.
-func meshOf(t testing.TB, k int, version uint64) []*device {
-	t.Helper()
 	lib := newLib(t)
 	devs := make([]*device, k)
 	for i := range devs {
@@ -30,7 +25,7 @@ func meshOf(t testing.TB, k int, version uint64) []*device {
 	for i := range devs {
 		for j := range devs {
 			if i != j {
-				l := openLink(devs[i], devs[j], version)
+				l := openLink(devs[i], devs[j])
 				t.Cleanup(l.cut)
 			}
 		}
@@ -102,7 +97,7 @@ func TestMeshRelaysSuppressed(t *testing.T) {
 				poll.Until(t, fmt.Sprintf("write %d everywhere", i), 10*time.Second, func() bool { return converged(stores(devs)...) })
 			}
 			// Held relays are resolved (sent or skipped) before counting.
-			poll.Until(t, "cursors at every store's end", 3*(deferWindow+wantTimeout), func() bool { return settled(devs) })
+			poll.Until(t, "cursors at every store's end", 3*(deferWindow+askTimeout), func() bool { return settled(devs) })
 			perChange := float64(sent()-before) / writes
 			t.Logf("%d devices: %.2f records sent per change (direct only: %d)", k, perChange, k-1)
 			if limit := 1.5 * float64(k-1); perChange > limit {
@@ -130,7 +125,7 @@ func TestHeldRelayStillSent(t *testing.T) {
 			// relay through R can bring W's write.
 			undirect := p.node.dir.add(DeviceIDOf(w.id), w.store.Epoch())
 			defer undirect()
-			for _, l := range []*pipeLink{openLink(r, w, ProtocolVersion), openLink(p, r, ProtocolVersion)} {
+			for _, l := range []*pipeLink{openLink(r, w), openLink(p, r)} {
 				t.Cleanup(l.cut)
 			}
 			poll.Until(t, "R's stream to P to know P's direct list", 10*time.Second, func() bool {
@@ -143,7 +138,7 @@ func TestHeldRelayStillSent(t *testing.T) {
 			if tc.drop {
 				undirect()
 			}
-			poll.Until(t, "W's write on P", 2*(deferWindow+wantTimeout), func() bool { return converged(w.store, r.store, p.store) })
+			poll.Until(t, "W's write on P", 2*(deferWindow+askTimeout), func() bool { return converged(w.store, r.store, p.store) })
 			if got := r.node.stats.recordsSent.Load(); got != 1 {
 				t.Errorf("R sent %d records, want the relay", got)
 			}
@@ -184,8 +179,34 @@ func BenchmarkMeshChange(b *testing.B) {
 		poll.Until(b, "the write everywhere", 10*time.Second, func() bool { return converged(stores(devs)...) })
 	}
 	b.StopTimer()
-	poll.Until(b, "cursors at every store's end", 3*(deferWindow+wantTimeout), func() bool { return settled(devs) })
+	poll.Until(b, "cursors at every store's end", 3*(deferWindow+askTimeout), func() bool { return settled(devs) })
 	r1, b1 := sent()
 	b.ReportMetric(float64(r1-r0)/float64(writes), "records/change")
 	b.ReportMetric(float64(b1-b0)/float64(writes), "bytes/change")
+}
+
+// A sender numbers the answers it receives in order, so one that comes
+// after its Ask was given up on is not taken for the next one's; a direct
+// list is not an answer.
+func TestAnswersNumberedByPlace(t *testing.T) {
+	fo := newFanout()
+	take := func(h *wireHave) {
+		t.Helper()
+		if err := fo.have(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take(&wireHave{})                                         // answers Ask 1
+	take(&wireHave{List: 4, Direct: []wireMark{{Device: 9}}}) // a direct list
+	take(&wireHave{Lacks: []uint64{0}})                       // answers Ask 2
+	// Nobody waited for the first answer: only the latest is kept.
+	if h := <-fo.answers; h.n != 2 || fmt.Sprint(h.lacks) != "[0]" {
+		t.Fatalf("got answer %+v, want the second", h)
+	}
+	if fo.ver != 4 || len(fo.list) != 1 {
+		t.Fatalf("direct list %d of %v, want list 4 of one device", fo.ver, fo.list)
+	}
+	if err := fo.have(&wireHave{List: 5, Direct: make([]wireMark, maxMarks+1)}); !errors.Is(err, ErrProtocol) {
+		t.Errorf("a direct list of %d devices: %v, want ErrProtocol", maxMarks+1, err)
+	}
 }

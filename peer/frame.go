@@ -10,14 +10,21 @@ import (
 	"github.com/fxamacker/cbor/v2"
 )
 
-// The sync protocol's framing: every frame is a length followed by that
-// many bytes of deterministic CBOR, one wireFrame holding exactly one of its
-// fields. The length is 4 bytes big-endian up to version 4 and a minimal
-// unsigned varint of at most 3 bytes from version 5 on (most frames of a
-// busy mesh are one-record batches and acks of a few dozen bytes, for which
-// the 4 bytes were a tenth of the traffic). The length is checked against
-// MaxFrame before anything is allocated for the body, and the decoder's
-// limits bound what a body of that size can make it allocate.
+// The sync protocol's framing: every frame is a length, a minimal unsigned
+// varint of at most 3 bytes, followed by that many bytes of deterministic
+// CBOR, one wireFrame holding exactly one of its fields. Most frames of a
+// busy mesh are one-record batches and acks of a few dozen bytes, which is
+// why the length is a varint and why a batch and an ack leave out what the
+// stream fixes. The length is checked against MaxFrame before anything is
+// allocated for the body, and the decoder's limits bound what a body of
+// that size can make it allocate (docs/design.md, on input from peers).
+//
+// A decoder ignores map keys it does not know, in every frame and in the
+// hello, so that a later build can add optional fields an older one reads
+// past; a frame that holds no message this build knows is refused, so a
+// new kind of frame is only sent to a peer whose hello has the capability
+// bit that announces it (hello.go). Arrays (wireMark, wireAsk) have a fixed
+// form: what a later build adds goes in a map.
 
 // MaxFrame bounds the body of one frame. A batch is cut well below it
 // (maxBatchBytes of records), so a frame near the limit is already suspect.
@@ -33,6 +40,8 @@ const (
 	maxBatchBytes = 256 << 10
 	// maxErrorMessage bounds the human-readable text of an Error frame.
 	maxErrorMessage = 512
+	// maxVarintPrefix is the longest frame length: MaxFrame needs 21 bits.
+	maxVarintPrefix = 3
 )
 
 // ErrProtocol is wrapped by every error about what a peer sent that breaks
@@ -52,23 +61,18 @@ func protoErrorf(format string, args ...any) error {
 // the protocol (hello.go, sync_*.go) only sees them through this file.
 
 type wireFrame struct {
-	Hello *wireHello `cbor:"1,keyasint,omitempty"`
-	Batch *wireBatch `cbor:"2,keyasint,omitempty"`
-	Error *wireError `cbor:"3,keyasint,omitempty"`
-	Ack   *wireAck   `cbor:"4,keyasint,omitempty"`
-	// Version 4.
+	Hello  *wireHello  `cbor:"1,keyasint,omitempty"`
+	Batch  *wireBatch  `cbor:"2,keyasint,omitempty"`
+	Error  *wireError  `cbor:"3,keyasint,omitempty"`
+	Ack    *wireAck    `cbor:"4,keyasint,omitempty"`
 	Start  *wireStart  `cbor:"5,keyasint,omitempty"`
 	Caught *wireCaught `cbor:"6,keyasint,omitempty"`
-	Want   *wireWant   `cbor:"7,keyasint,omitempty"`
 	Have   *wireHave   `cbor:"8,keyasint,omitempty"`
-	// Version 6.
-	Ask wireAsk `cbor:"9,keyasint,omitempty"`
+	Ask    wireAsk     `cbor:"9,keyasint,omitempty"`
 }
 
-// wireHello opens a stream in both directions. Key 0 (the version) must keep
-// its meaning in every future version: it is read before anything else.
+// wireHello opens a stream in both directions.
 type wireHello struct {
-	Version uint64 `cbor:"0,keyasint"`
 	Library []byte `cbor:"1,keyasint"`
 	Device  uint64 `cbor:"2,keyasint"`
 	Name    string `cbor:"3,keyasint,omitempty"`
@@ -83,6 +87,9 @@ type wireHello struct {
 	// after. It is the puller's cursor, or 0 when the sender cannot resume
 	// from it (another epoch, or a cursor past its end).
 	From uint64 `cbor:"9,keyasint,omitempty"`
+	// Caps holds a bit per optional ability the hello's sender has
+	// (hello.go); bits this build does not know are ignored.
+	Caps uint64 `cbor:"10,keyasint,omitempty"`
 }
 
 // wireBatch carries the sender's records with sequence numbers in (the
@@ -91,50 +98,45 @@ type wireHello struct {
 // may be fewer than the sequence numbers covered (superseded changes, and
 // records the receiver is known to have) and may even be empty.
 //
-// From version 5 on, the fields the stream already fixes are left out:
-// Epoch is absent (the sender's hello gave it), Last is absent when it is
-// Seq, and Gaps is absent when the records have the last sequence numbers
-// up to Seq (one record at Seq: a pushed change).
+// What the stream fixes is left out: the epoch (the sender's hello gave
+// it), Last when it is Seq, and Gaps when the records have the last
+// sequence numbers up to Seq (one record at Seq: a pushed change).
 type wireBatch struct {
-	Epoch   uint64   `cbor:"0,keyasint,omitempty"`
 	Seq     uint64   `cbor:"1,keyasint"`
 	Last    uint64   `cbor:"2,keyasint,omitempty"`
 	Records [][]byte `cbor:"3,keyasint,omitempty"`
-	// Gaps (version 4) gives each record's sequence number in the sender's
-	// store, as its gap from the previous record's (the first's from the
-	// stream's cursor): what a record's provenance is (knowledge.go).
+	// Gaps gives each record's sequence number in the sender's store, as
+	// its gap from the previous record's (the first's from the stream's
+	// cursor): what a record's provenance is (knowledge.go).
 	Gaps []uint64 `cbor:"4,keyasint,omitempty"`
-	// Whole (version 4) says that the batch ends a pass that was not cut
-	// short, with nothing newer in the sender's store: the receiver now
-	// includes all of the sender's state as of Seq (fanout.go).
+	// Whole says that the batch ends a pass that was not cut short, with
+	// nothing newer in the sender's store: the receiver now includes all
+	// of the sender's state as of Seq (fanout.go).
 	Whole bool `cbor:"5,keyasint,omitempty"`
 }
 
-// wireAck is sent by the puller, on streams of protocol version 2 and
-// later, after it has applied a batch: everything up to Seq of the sender's
-// store (of Epoch) is merged and durable here. From version 5 on Epoch is
-// absent: it is the stream's.
+// wireAck is sent by the puller after it has applied a batch: everything
+// up to Seq of the sender's store (of the stream's epoch) is merged and
+// durable here.
 type wireAck struct {
-	Epoch uint64 `cbor:"0,keyasint,omitempty"`
-	Seq   uint64 `cbor:"1,keyasint"`
+	Seq uint64 `cbor:"1,keyasint"`
 }
 
-// wireStart is the puller's second frame on a stream of version 4 and
-// later, after the hellos: where the sender's batches start (Seq, of the
-// sender's store Epoch as its hello gave it; at most its hello's Last) and
-// the puller's full marks (knowledge.go), by which the sender skips records
-// the puller has.
+// wireStart is the puller's second frame, after the hellos: where the
+// sender's batches start (Seq, of the sender's store Epoch as its hello
+// gave it; at most its hello's Last) and the puller's full marks
+// (knowledge.go), by which the sender skips records the puller has.
 type wireStart struct {
 	Epoch uint64     `cbor:"0,keyasint"`
 	Seq   uint64     `cbor:"1,keyasint,omitempty"`
 	Have  []wireMark `cbor:"2,keyasint,omitempty"`
 }
 
-// wireCaught follows a batch, on streams of version 4 and later, when the
-// sender has sent everything up to its last sequence number Seq: the puller
-// now includes the sender's whole state of that moment, and with it the
-// sender's cursors (Cursors) and full marks (Full) that changed since the
-// stream's previous Caught frame (all of them in the first).
+// wireCaught follows a batch when the sender has sent everything up to its
+// last sequence number Seq: the puller now includes the sender's whole
+// state of that moment, and with it the sender's cursors (Cursors) and
+// full marks (Full) that changed since the stream's previous Caught frame
+// (all of them in the first).
 type wireCaught struct {
 	Epoch   uint64     `cbor:"0,keyasint"`
 	Seq     uint64     `cbor:"1,keyasint,omitempty"`
@@ -142,62 +144,50 @@ type wireCaught struct {
 	Full    []wireMark `cbor:"3,keyasint,omitempty"`
 }
 
-// wireWant (version 4) is a sender's question before it relays records
-// that came from devices the puller pulls from itself (fanout.go): has the
-// puller all of each listed device's state as of the given sequence number?
-// Items index the puller's direct list of version List.
-type wireWant struct {
-	N     uint64         `cbor:"0,keyasint"`
-	List  uint64         `cbor:"1,keyasint"`
-	Items []wireWantItem `cbor:"2,keyasint,omitempty"`
-}
-
-type wireWantItem struct {
-	_     struct{} `cbor:",toarray"`
-	Index uint64
-	Seq   uint64
-}
-
-// wireAsk (version 6) is a Want in a flat array, [List, Index, Seq,
-// Index, Seq, ...], numbered by its place among the stream's Asks: a busy
-// mesh sends one for most changes and stream, and the map keys, the item
-// arrays and the number were a third of it.
+// wireAsk is a sender's question before it relays records that came from
+// devices the puller pulls from itself (fanout.go): has the puller all of
+// each listed device's state as of the given sequence number? It is a flat
+// array, [List, Index, Seq, Index, Seq, ...], where each Index is into the
+// puller's direct list of version List; a busy mesh sends one for most
+// changes and streams, so it carries no map keys and no number: Asks and
+// their answers are numbered by their place on the stream.
 type wireAsk []uint64
 
-// maxWantItems bounds the items of a Want, so that its Ask stays within
-// the decoder's array limit.
-const maxWantItems = (maxBatchRecords - 1) / 2
+// askItem is one question of an Ask: the device at index of the puller's
+// direct list, as of its sequence number seq.
+type askItem struct{ index, seq uint64 }
 
-// want returns a as a Want numbered n.
-func (a wireAsk) want(n uint64) (*wireWant, error) {
-	if len(a) < 3 || len(a)%2 == 0 || len(a) > 1+2*maxWantItems {
-		return nil, protoErrorf("ask of %d numbers", len(a))
-	}
-	w := &wireWant{N: n, List: a[0], Items: make([]wireWantItem, 0, len(a)/2)}
-	for i := 1; i < len(a); i += 2 {
-		w.Items = append(w.Items, wireWantItem{Index: a[i], Seq: a[i+1]})
-	}
-	return w, nil
-}
+// maxAskItems bounds the items of an Ask, so that it stays within the
+// decoder's array limit.
+const maxAskItems = (maxBatchRecords - 1) / 2
 
-// askOf returns w as an Ask: its number is its place on the stream.
-func askOf(w *wireWant) wireAsk {
-	a := make(wireAsk, 0, 1+2*len(w.Items))
-	a = append(a, w.List)
-	for _, it := range w.Items {
-		a = append(a, it.Index, it.Seq)
+// newAsk returns the Ask of items about direct list list.
+func newAsk(list uint64, items []askItem) wireAsk {
+	a := make(wireAsk, 0, 1+2*len(items))
+	a = append(a, list)
+	for _, it := range items {
+		a = append(a, it.index, it.seq)
 	}
 	return a
 }
 
-// wireHave (version 4) is sent by a puller: either the answer to Want N,
-// the indices of its items the puller lacks (Lacks), or (N 0) its direct
-// list of version List: the devices it pulls from itself, with the epoch
-// of each one's store (Seq unused). From version 6 an answer has no N (it
-// answers the stream's oldest unanswered Ask) and no List, which a direct
-// list always has.
+// parse returns the direct list an Ask is about and its items.
+func (a wireAsk) parse() (list uint64, items []askItem, err error) {
+	if len(a) < 3 || len(a)%2 == 0 || len(a) > 1+2*maxAskItems {
+		return 0, nil, protoErrorf("ask of %d numbers", len(a))
+	}
+	items = make([]askItem, 0, len(a)/2)
+	for i := 1; i < len(a); i += 2 {
+		items = append(items, askItem{index: a[i], seq: a[i+1]})
+	}
+	return a[0], items, nil
+}
+
+// wireHave is sent by a puller: either its direct list of version List
+// (never 0): the devices it pulls from itself, with the epoch of each
+// one's store (Seq unused); or, without a List, the answer to the stream's
+// oldest unanswered Ask: the indices of its items the puller lacks.
 type wireHave struct {
-	N      uint64     `cbor:"0,keyasint,omitempty"`
 	Lacks  []uint64   `cbor:"1,keyasint,omitempty"`
 	List   uint64     `cbor:"2,keyasint,omitempty"`
 	Direct []wireMark `cbor:"3,keyasint,omitempty"`
@@ -213,19 +203,13 @@ type wireMark struct {
 
 // wireError is the last frame of a refused stream.
 type wireError struct {
-	Code       uint64 `cbor:"0,keyasint"`
-	MinVersion uint64 `cbor:"1,keyasint,omitempty"`
-	Version    uint64 `cbor:"2,keyasint,omitempty"`
-	Message    string `cbor:"3,keyasint,omitempty"`
+	Code    uint64 `cbor:"0,keyasint"`
+	Message string `cbor:"3,keyasint,omitempty"`
 }
 
 var (
 	frameEncMode = mustFrameEncMode()
-	frameDecMode = mustFrameDecMode(true)
-	// helloPeekMode reads only the version of a hello of any version: it
-	// ignores fields it does not know, so a newer peer's hello still yields
-	// a clear "too new" instead of "unknown field".
-	helloPeekMode = mustFrameDecMode(false)
+	frameDecMode = mustFrameDecMode()
 )
 
 func mustFrameEncMode() cbor.EncMode {
@@ -236,45 +220,29 @@ func mustFrameEncMode() cbor.EncMode {
 	return m
 }
 
-func mustFrameDecMode(strict bool) cbor.DecMode {
-	opts := cbor.DecOptions{
+// mustFrameDecMode is the decoding of every message of the peer protocols.
+// Unknown map keys are skipped (the default: no ExtraDecErrorUnknownField),
+// which is what lets a later build add optional fields. The limits bound
+// what a body can make the decoder allocate, with room for such fields: a
+// frame nests a mark array four levels deep.
+func mustFrameDecMode() cbor.DecMode {
+	m, err := cbor.DecOptions{
 		DupMapKey:        cbor.DupMapKeyEnforcedAPF,
 		IndefLength:      cbor.IndefLengthForbidden,
 		TagsMd:           cbor.TagsForbidden,
-		MaxNestedLevels:  4,
+		MaxNestedLevels:  8,
 		MaxArrayElements: maxBatchRecords,
-		MaxMapPairs:      16,
+		MaxMapPairs:      32,
 		UTF8:             cbor.UTF8RejectInvalid,
-	}
-	if strict {
-		opts.ExtraReturnErrors = cbor.ExtraDecErrorUnknownField
-	} else {
-		opts.MaxNestedLevels = 16
-		opts.MaxMapPairs = 256
-	}
-	m, err := opts.DecMode()
+	}.DecMode()
 	if err != nil {
 		panic(err)
 	}
 	return m
 }
 
-// varintFrames reports whether frames of a stream of version v have a
-// varint length.
-func varintFrames(v uint64) bool { return v >= 5 }
-
-// maxVarintPrefix is the longest varint length: MaxFrame needs 21 bits.
-const maxVarintPrefix = 3
-
-// appendFrame appends the encoding of f with a 4-byte length to buf: the
-// framing of versions 1 to 4.
+// appendFrame appends the length-prefixed encoding of f to buf.
 func appendFrame(buf *bytes.Buffer, f *wireFrame) error {
-	return appendFrameV(buf, f, 4)
-}
-
-// appendFrameV appends the length-prefixed encoding of f to buf, framed
-// for a stream of version v.
-func appendFrameV(buf *bytes.Buffer, f *wireFrame, v uint64) error {
 	start := buf.Len()
 	if err := frameEncMode.NewEncoder(buf).Encode(f); err != nil {
 		buf.Truncate(start)
@@ -286,13 +254,7 @@ func appendFrameV(buf *bytes.Buffer, f *wireFrame, v uint64) error {
 		return fmt.Errorf("encode frame: %d bytes exceeds %d", n, MaxFrame)
 	}
 	var hdr [binary.MaxVarintLen32]byte
-	var prefix []byte
-	if varintFrames(v) {
-		prefix = hdr[:binary.PutUvarint(hdr[:], uint64(n))]
-	} else {
-		binary.BigEndian.PutUint32(hdr[:], uint32(n))
-		prefix = hdr[:4]
-	}
+	prefix := hdr[:binary.PutUvarint(hdr[:], uint64(n))]
 	// Shift the body up to make room for the length, which is only known
 	// once the body is encoded.
 	buf.Write(prefix)
@@ -305,37 +267,23 @@ func appendFrameV(buf *bytes.Buffer, f *wireFrame, v uint64) error {
 // frameReader reads frames from one stream, reusing its buffer.
 type frameReader struct {
 	r   io.Reader
-	hdr [4]byte
+	hdr [1]byte
 	buf []byte
-	// started, if set, is called between a frame's length and its body: a
-	// reader waits for the next frame for as long as it takes (push streams
-	// are idle most of the time), but a frame once begun must arrive in
-	// bounded time.
+	// started, if set, is called between a frame's first byte and the
+	// rest: a reader waits for the next frame for as long as it takes
+	// (push streams are idle most of the time), but a frame once begun
+	// must arrive in bounded time.
 	started func()
 	// finished, if set, is called after a whole frame of size bytes (the
 	// body) and its length prefix of prefix bytes was read.
 	finished func(size, prefix int)
-	// varint: the stream's frames have a varint length (version 5).
-	varint bool
 }
 
 // next returns the body of the next frame, valid until the following call.
 func (fr *frameReader) next() ([]byte, error) {
-	var n uint32
-	prefix := 4
-	if fr.varint {
-		var err error
-		if n, prefix, err = fr.varintLength(); err != nil {
-			return nil, err
-		}
-	} else {
-		if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
-			return nil, err
-		}
-		n = binary.BigEndian.Uint32(fr.hdr[:])
-		if fr.started != nil {
-			fr.started()
-		}
+	n, prefix, err := fr.length()
+	if err != nil {
+		return nil, err
 	}
 	if n == 0 {
 		return nil, protoErrorf("empty frame")
@@ -361,13 +309,13 @@ func (fr *frameReader) next() ([]byte, error) {
 	return body, nil
 }
 
-// varintLength reads a varint frame length: minimal (no trailing zero
-// byte), at most maxVarintPrefix bytes. The first byte may take as long as
-// it takes; the rest are part of the frame begun.
-func (fr *frameReader) varintLength() (uint32, int, error) {
+// length reads a frame length: minimal (no trailing zero byte), at most
+// maxVarintPrefix bytes. The first byte may take as long as it takes; the
+// rest are part of the frame begun.
+func (fr *frameReader) length() (uint32, int, error) {
 	var v uint32
 	for i := range maxVarintPrefix {
-		if _, err := io.ReadFull(fr.r, fr.hdr[:1]); err != nil {
+		if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
 			if i > 0 && errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
@@ -388,14 +336,15 @@ func (fr *frameReader) varintLength() (uint32, int, error) {
 	return 0, 0, fmt.Errorf("%w: a length of more than %d bytes", ErrFrameTooLarge, maxVarintPrefix)
 }
 
-// decodeFrame decodes a frame body that must hold exactly one message.
+// decodeFrame decodes a frame body that must hold exactly one message this
+// build knows.
 func decodeFrame(body []byte) (*wireFrame, error) {
 	var f wireFrame
 	if err := frameDecMode.Unmarshal(body, &f); err != nil {
 		return nil, protoErrorf("decode frame: %w", err)
 	}
 	n := 0
-	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Want != nil, f.Have != nil, f.Ask != nil} {
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Have != nil, f.Ask != nil} {
 		if set {
 			n++
 		}
@@ -404,18 +353,4 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("frame holds %d messages, want exactly 1", n)
 	}
 	return &f, nil
-}
-
-// peekHelloVersion returns the version of a hello frame of any version, and
-// whether the body is a hello at all.
-func peekHelloVersion(body []byte) (uint64, bool) {
-	var f struct {
-		Hello *struct {
-			Version uint64 `cbor:"0,keyasint"`
-		} `cbor:"1,keyasint"`
-	}
-	if err := helloPeekMode.Unmarshal(body, &f); err != nil || f.Hello == nil {
-		return 0, false
-	}
-	return f.Hello.Version, true
 }

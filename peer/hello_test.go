@@ -1,9 +1,7 @@
 package peer
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"testing"
@@ -11,41 +9,34 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
-	"github.com/fxamacker/cbor/v2"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/multiformats/go-multistream"
 )
 
 func helloBody(t testing.TB, h *wireHello) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := appendFrame(&buf, &wireFrame{Hello: h}); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()[4:]
+	return frameBody(t, &wireFrame{Hello: h})
 }
 
-// startBody is a version 4 puller's Start frame.
+// startBody is a puller's Start frame.
 func startBody(t testing.TB, epoch, seq uint64, have ...wireMark) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	if err := appendFrame(&b, &wireFrame{Start: &wireStart{Epoch: epoch, Seq: seq, Have: have}}); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()[4:]
+	return frameBody(t, &wireFrame{Start: &wireStart{Epoch: epoch, Seq: seq, Have: have}})
 }
 
-// futureHello is a hello as a later version might send it: another version
-// number and a field this build does not know.
-func futureHello(t testing.TB, version uint64, lib Library, dev crdt.DeviceID) []byte {
+// futureHello is a hello as a later build might send it: with a capability
+// bit and fields this build does not know.
+func futureHello(t testing.TB, lib Library, dev crdt.DeviceID, extra map[uint64]any) []byte {
 	t.Helper()
-	b, err := cbor.Marshal(map[uint64]any{1: map[uint64]any{0: version, 1: lib.ID[:], 2: uint64(dev), 4: uint64(1), 6: uint64(1), 99: "a field of the future"}})
-	if err != nil {
-		t.Fatal(err)
+	h := map[uint64]any{1: lib.ID[:], 2: uint64(dev), 4: uint64(1), 6: uint64(1), 10: uint64(1) << 62, 99: "a field of the future"}
+	for k, v := range extra {
+		h[k] = v
 	}
-	return b
+	return cborBody(t, map[uint64]any{1: h})
 }
 
 func TestReadHello(t *testing.T) {
@@ -55,17 +46,13 @@ func TestReadHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := DeviceIDOf(id)
-	good := &wireHello{Version: ProtocolVersion, Library: lib.ID[:], Device: uint64(dev), Name: "phone", Epoch: 7, Last: 9, WallMs: 1000, WantEpoch: 3, WantSeq: 4}
+	good := &wireHello{Library: lib.ID[:], Device: uint64(dev), Name: "phone", Epoch: 7, Last: 9, WallMs: 1000, WantEpoch: 3, WantSeq: 4}
 	mod := func(f func(*wireHello)) []byte {
 		h := *good
 		f(&h)
 		return helloBody(t, &h)
 	}
-	errBody := func(e *wireError) []byte {
-		var buf bytes.Buffer
-		appendFrame(&buf, &wireFrame{Error: e})
-		return buf.Bytes()[4:]
-	}
+	errBody := func(e *wireError) []byte { return frameBody(t, &wireFrame{Error: e}) }
 	h, err := readHello(helloBody(t, good), lib, id)
 	if err != nil {
 		t.Fatal(err)
@@ -73,22 +60,24 @@ func TestReadHello(t *testing.T) {
 	if h.Name != "phone" || h.Epoch != 7 || h.Last != 9 || h.WantSeq != 4 || h.Wall.UnixMilli() != 1000 || h.Device != dev {
 		t.Fatalf("decoded %+v", h)
 	}
+	// A later build's hello: its unknown fields are ignored, its
+	// capability bits kept (and ignored by whoever does not know them).
+	h, err = readHello(futureHello(t, lib, dev, nil), lib, id)
+	if err != nil || h.Device != dev || h.Caps != 1<<62 {
+		t.Fatalf("a later build's hello: %+v, %v", h, err)
+	}
 	for _, tc := range []struct {
 		name string
 		body []byte
 		want error
 	}{
-		{"a newer version with unknown fields", futureHello(t, ProtocolVersion+1, lib, dev), ErrPeerTooNew},
-		{"version 0", mod(func(h *wireHello) { h.Version = 0 }), ErrPeerTooOld},
 		{"another library", mod(func(h *wireHello) { h.Library = make([]byte, 16) }), ErrOtherLibrary},
 		{"short library id", mod(func(h *wireHello) { h.Library = lib.ID[:8] }), ErrOtherLibrary},
 		{"device not of the peer", mod(func(h *wireHello) { h.Device++ }), ErrDeviceMismatch},
 		{"wall clock past 9999", mod(func(h *wireHello) { h.WallMs = crdt.MaxWall + 1 }), ErrProtocol},
 		{"name too long", mod(func(h *wireHello) { h.Name = string(make([]byte, 200)) }), ErrProtocol},
-		{"unknown field in a current hello", futureHello(t, ProtocolVersion, lib, dev), ErrProtocol},
+		{"a known field of the wrong type", futureHello(t, lib, dev, map[uint64]any{4: "seven"}), ErrProtocol},
 		{"not a hello", errBody(nil), ErrProtocol},
-		{"refused: needs a newer build", errBody(&wireError{Code: codeVersion, MinVersion: ProtocolVersion + 1, Version: ProtocolVersion + 2}), ErrPeerTooNew},
-		{"refused: the peer is older", errBody(&wireError{Code: codeVersion, MinVersion: 0, Version: 0}), ErrPeerTooOld},
 		{"refused: not our library", errBody(&wireError{Code: codeLibrary, Message: "x"}), ErrOtherLibrary},
 		{"refused: other", errBody(&wireError{Code: 77, Message: "no"}), ErrRefused},
 		{"garbage", []byte{0xff, 0x00}, ErrProtocol},
@@ -106,21 +95,13 @@ func TestReadHello(t *testing.T) {
 }
 
 func TestErrorFrameRoundTrip(t *testing.T) {
-	for _, err := range []error{
-		versionError(2), versionError(0), ErrOtherLibrary, ErrDeviceMismatch, ErrProtocol,
-	} {
-		var buf bytes.Buffer
-		if e := appendFrame(&buf, errorFrame(err)); e != nil {
-			t.Fatal(e)
-		}
-		f, e := decodeFrame(buf.Bytes()[4:])
+	for _, err := range []error{ErrOtherLibrary, ErrDeviceMismatch, ErrProtocol} {
+		f, e := decodeFrame(frameBody(t, errorFrame(err)))
 		if e != nil || f.Error == nil {
 			t.Fatalf("%v: %v", err, e)
 		}
 		got := refusal(f.Error)
 		t.Logf("%v -> code %d -> %v", err, f.Error.Code, got)
-		// The refused side sees the mirror image of a version error: the
-		// peer that finds us too new is too old for us.
 		switch {
 		case errors.Is(err, ErrOtherLibrary) && !errors.Is(got, ErrOtherLibrary),
 			errors.Is(err, ErrDeviceMismatch) && !errors.Is(got, ErrRefused):
@@ -169,20 +150,14 @@ func unstartedHost(t *testing.T, lib Library) (host.Host, func() error) {
 }
 
 func writeRaw(t testing.TB, s network.Stream, body []byte) {
-	var hdr []byte
-	if varintFrames(streamVersion(s)) {
-		hdr = binary.AppendUvarint(nil, uint64(len(body)))
-	} else {
-		hdr = binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	}
-	if _, err := s.Write(append(hdr, body...)); err != nil {
+	if _, err := s.Write(append(header(uint32(len(body))), body...)); err != nil {
 		t.Logf("raw write: %v", err)
 	}
 }
 
 func readRaw(s network.Stream) (*wireFrame, error) {
 	s.SetReadDeadline(time.Now().Add(5 * time.Second))
-	fr := frameReader{r: s, varint: varintFrames(streamVersion(s))}
+	fr := frameReader{r: s}
 	body, err := fr.next()
 	if err != nil {
 		return nil, err
@@ -223,38 +198,31 @@ func (l *eventLog) find(kind EventKind, err error) (Event, bool) {
 	return Event{}, false
 }
 
-// A puller whose hello has a newer version is refused with an Error frame
-// that says which versions the sender speaks, and the sender reports it.
-func TestVersionMismatchSenderSide(t *testing.T) {
+// A build of another sync protocol (another protocol id) meets "protocols
+// not supported" before any frame, on both sides: this node's pull from it
+// is refused, and its own pull finds no protocol to speak.
+func TestOtherProtocolRefused(t *testing.T) {
 	lib := newLib(t)
+	r := rawHost(t, lib)
+	const old = "/danyue/sync/6"
+	r.SetStreamHandler(old, func(s network.Stream) { s.Reset() })
 	a := newDevice(t, "A")
 	var events eventLog
-	a.start(t, lib, nil, func(c *Config) { c.OnEvent = events.add })
-	r := rawHost(t, lib)
-	r.SetStreamHandler(ProtocolID, func(s network.Stream) { readRaw(s); s.Reset() })
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if err := r.Connect(ctx, lpeer.AddrInfo{ID: a.id, Addrs: a.node.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := r.NewStream(ctx, a.id, ProtocolID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Reset()
-	writeRaw(t, s, futureHello(t, ProtocolVersion+1, lib, DeviceIDOf(r.ID())))
-	f, err := readRaw(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.Error == nil || f.Error.Code != codeVersion || f.Error.MinVersion != MinProtocolVersion || f.Error.Version != ProtocolVersion {
-		t.Fatalf("reply %+v, want a version error frame", f)
-	}
-	t.Logf("error frame: %+v", *f.Error)
-	poll.Until(t, "a peer-refused event", 5*time.Second, func() bool {
-		_, ok := events.find(PeerRefused, ErrPeerTooNew)
+	a.start(t, lib, p2pAddrs(t, r), func(c *Config) { c.OnEvent = events.add })
+	poll.Until(t, "a peer-refused event", 10*time.Second, func() bool {
+		_, ok := events.find(PeerRefused, multistream.ErrNotSupported[protocol.ID]{})
 		return ok
 	})
+	e, _ := events.find(PeerRefused, nil)
+	t.Logf("event: %v", e.Err)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if s, err := r.NewStream(ctx, a.id, old); !errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+		if s != nil {
+			s.Reset()
+		}
+		t.Fatalf("a stream of the old protocol: %v, want protocols not supported", err)
+	}
 }
 
 // The pull side reports every kind of refusal clearly, and stops pulling
@@ -265,22 +233,14 @@ func TestRefusalsPullerSide(t *testing.T) {
 		reply func(t *testing.T, lib Library, r host.Host) []byte
 		want  error
 	}{
-		{"sender requires a newer version", func(t *testing.T, lib Library, r host.Host) []byte {
-			var b bytes.Buffer
-			appendFrame(&b, &wireFrame{Error: &wireError{Code: codeVersion, MinVersion: ProtocolVersion + 1, Version: ProtocolVersion + 1, Message: "upgrade"}})
-			return b.Bytes()[4:]
-		}, ErrPeerTooNew},
-		{"sender speaks a newer version", func(t *testing.T, lib Library, r host.Host) []byte {
-			return futureHello(t, ProtocolVersion+1, lib, DeviceIDOf(r.ID()))
-		}, ErrPeerTooNew},
-		{"sender speaks an older version", func(t *testing.T, lib Library, r host.Host) []byte {
-			return helloBody(t, &wireHello{Version: 0, Library: lib.ID[:], Device: uint64(DeviceIDOf(r.ID()))})
-		}, ErrPeerTooOld},
+		{"sender refuses", func(t *testing.T, lib Library, r host.Host) []byte {
+			return frameBody(t, &wireFrame{Error: &wireError{Code: codeLibrary, Message: "another library"}})
+		}, ErrOtherLibrary},
 		{"sender of another library", func(t *testing.T, lib Library, r host.Host) []byte {
-			return helloBody(t, &wireHello{Version: ProtocolVersion, Library: make([]byte, 16), Device: uint64(DeviceIDOf(r.ID()))})
+			return helloBody(t, &wireHello{Library: make([]byte, 16), Device: uint64(DeviceIDOf(r.ID()))})
 		}, ErrOtherLibrary},
 		{"sender lies about its device", func(t *testing.T, lib Library, r host.Host) []byte {
-			return helloBody(t, &wireHello{Version: ProtocolVersion, Library: lib.ID[:], Device: 12345})
+			return helloBody(t, &wireHello{Library: lib.ID[:], Device: 12345})
 		}, ErrDeviceMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,7 +268,7 @@ func TestRefusalsPullerSide(t *testing.T) {
 			e, _ := events.find(PeerRefused, tc.want)
 			t.Logf("event: %v", e.Err)
 			// A refusal received is not answered; a refusal decided here is.
-			if tc.name != "sender requires a newer version" {
+			if tc.name != "sender refuses" {
 				select {
 				case f := <-replied:
 					if f.Error == nil {

@@ -62,17 +62,15 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 // It is assembled from libp2p's parts (swarm, upgrader, basic host) rather
 // than by libp2p.New, whose package links every transport it can build
 // (QUIC, WebTransport, WebRTC, WebSocket) and the dependency injection
-// that picks among them: a quarter of the binary (45 MB, now 34 MB). The
-// kernel maps a program's code in around every page that runs, so they
-// were resident without ever running: the binary's pages in a daemon's
-// RSS went from 24 MB to 19 MB in every phase of a 100,000-book library's
-// life (cmd/danyue's TestMeasurePhases).
+// that picks among them: a quarter of the binary. The kernel maps a
+// program's code in around every page that runs, so they were resident
+// without ever running, in every phase of a daemon's life.
 //
 // The host neither listens nor runs its services until start is called,
 // so that the caller can set its stream handlers first: a member that
 // connected in between (redialling a device back from a restart) would be
-// told the sync protocol is not supported, take it for an incompatible
-// version and not pull from this device until it reconnected.
+// told the sync protocol is not supported, take it for a build of another
+// protocol and not pull from this device until it reconnected.
 func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() error, err error) {
 	listen := cfg.Listen
 	if len(listen) == 0 {

@@ -78,8 +78,8 @@ func TestHostConnection(t *testing.T) {
 
 // The host listens only once started, so that a node sets its stream
 // handlers before any member can connect: one that connected earlier was
-// told the sync protocol is not supported, took it for an incompatible
-// version, and did not pull from this device until it reconnected.
+// told the sync protocol is not supported, took it for a build of another
+// protocol, and did not pull from this device until it reconnected.
 func TestHostListensOnlyOnceStarted(t *testing.T) {
 	h, start := unstartedHost(t, newLib(t))
 	if addrs := h.Network().ListenAddresses(); len(addrs) != 0 {

@@ -13,7 +13,7 @@ import (
 )
 
 // pipeLink is one sync stream on net.Pipe: device puller pulls from device
-// sender, at a protocol version, until it is cut.
+// sender until it is cut.
 type pipeLink struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -23,7 +23,7 @@ type pipeLink struct {
 
 // openLink runs a pull of a from b on a pipe, both sides on their real
 // code (puller.run, Node.serve).
-func openLink(a, b *device, version uint64) *pipeLink {
+func openLink(a, b *device) *pipeLink {
 	ctx, cancel := context.WithCancel(context.Background())
 	ours, theirs := net.Pipe()
 	a.node.mu.Lock()
@@ -33,12 +33,12 @@ func openLink(a, b *device, version uint64) *pipeLink {
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_, l.serr = b.node.serve(theirs, func() { theirs.Close() }, a.id, version)
+		_, l.serr = b.node.serve(theirs, func() { theirs.Close() }, a.id)
 		theirs.Close()
 	}()
 	go func() {
 		defer close(l.done)
-		p := &puller{n: a.node, st: st, s: ours, version: version}
+		p := &puller{n: a.node, st: st, s: ours}
 		stop := context.AfterFunc(ctx, func() { ours.Close() })
 		l.err = p.run(ctx)
 		stop()
@@ -55,10 +55,10 @@ func (l *pipeLink) cut() {
 }
 
 // Whatever the topology, the order in which streams open and break, the
-// versions they speak, the writes between and the restarts (a node's memory
-// of what it and others have, lost), every store ends with the same
-// records: the knowledge of protocol 4 never skips a record a device does
-// not have. Pulls run concurrently, so the interleavings are the
+// writes between and the restarts (a node's memory of what it and others
+// have, lost), every store ends with the same records: what a device knows
+// of others' stores (knowledge.go) never skips a record a device does not
+// have. Pulls run concurrently, so the interleavings are the
 // scheduler's.
 func TestConvergenceUnderInterleavings(t *testing.T) {
 	lib := newLib(t)
@@ -104,14 +104,13 @@ func TestConvergenceUnderInterleavings(t *testing.T) {
 			}
 			return [2]int{a, b}
 		}
-		version := rapid.SampledFrom([]uint64{3, 5, ProtocolVersion})
 		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
 		for range steps {
 			switch rapid.IntRange(0, 4).Draw(rt, "action") {
 			case 0, 1: // open a stream
 				p := pair("open")
 				if links[p] == nil {
-					links[p] = openLink(devs[p[0]], devs[p[1]], version.Draw(rt, "version"))
+					links[p] = openLink(devs[p[0]], devs[p[1]])
 				}
 			case 2: // cut a stream
 				p := pair("cut")
@@ -148,7 +147,7 @@ func TestConvergenceUnderInterleavings(t *testing.T) {
 		for i := 1; i < k; i++ {
 			for _, p := range [][2]int{{order[i-1], order[i]}, {order[i], order[i-1]}} {
 				if links[p] == nil {
-					links[p] = openLink(devs[p[0]], devs[p[1]], version.Draw(rt, "version"))
+					links[p] = openLink(devs[p[0]], devs[p[1]])
 				}
 			}
 		}

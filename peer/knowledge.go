@@ -12,7 +12,7 @@ import (
 
 // What this device knows that it has of other devices' stores, so that a
 // record crosses the wire about once per receiving device however many
-// devices offer it (protocol version 4).
+// devices offer it.
 //
 // A cursor (epoch E, seq S) of device D, as the stores keep it, means: every
 // record whose last change in D's store (of epoch E) is numbered S or less
@@ -48,7 +48,7 @@ import (
 // may not be there now. Everything here is a lower bound: knowledge that is
 // lost (a restart, a full table) only costs records that are sent again;
 // the property test (interleave_test.go) checks that no interleaving of
-// streams, restarts and protocol versions loses a record.
+// streams and restarts loses a record.
 
 // mark is a position in another device's change sequence.
 type mark struct{ epoch, seq uint64 }
@@ -190,10 +190,9 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 // state, that doubles while it is less than provenanceMax slots and three
 // quarters full: 16 bytes a slot (80 bits of a hash of the state, and its
 // sequence number with the index of its sender and epoch in a short list),
-// 2 MB for as many states as it can hold, where a Go map of them took 12
-// MB, a slot with the whole hash, device and epoch 40 bytes and one with
-// the whole hash 24 (3 MB, a tenth of the live heap of a device that had
-// just joined 100,000 books). 80 bits keep a lookup's chance of finding
+// where a Go map of the states, or a slot with the whole hash (and device
+// and epoch), takes several times as much for a table that is a large part
+// of a joining device's live heap. 80 bits keep a lookup's chance of finding
 // another state's slot, which would skip a record the puller may lack,
 // below 2^-76 (16 slots are compared). A small library's table takes what
 // it needs.
@@ -219,8 +218,8 @@ const (
 )
 
 // provenance remembers, by a hash of its encoding, which device sent each
-// record state merged here and at which of its sequence numbers (the
-// record's own on a version 4 stream, else the end of its batch): a sender
+// record state merged here and at which of its sequence numbers (batches
+// number their records): a sender
 // skips the record for a puller whose full mark of that device covers it.
 // Bounded: a full table forgets a state to make room for a new one, which
 // only costs records sent again.
@@ -474,9 +473,8 @@ const gateBacklog = 64
 
 // gateWait bounds how long a pull stream waits for another peer's
 // catch-up while that one takes no batch. A bound on the whole wait
-// instead (a minute, as it was) let a device joining a library of a
-// million books, which takes longer, pull it all again from every other
-// device it met: 2.00 records a book.
+// instead would let a device joining a library large enough to take
+// longer pull it all again from every other device it met.
 const gateWait = 15 * time.Second
 
 // gateGrace is how long a holder whose stream broke keeps the gate for its

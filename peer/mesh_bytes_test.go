@@ -10,25 +10,19 @@ import (
 )
 
 // frameNames names the wireFrame keys, for the breakdown below.
-var frameNames = [frameKinds]string{0: "other", 1: "hello", 2: "batch", 3: "error", 4: "ack", 5: "start", 6: "caught", 7: "want", 8: "have", 9: "ask"}
+var frameNames = [frameKinds]string{0: "other", 1: "hello", 2: "batch", 3: "error", 4: "ack", 5: "start", 6: "caught", 8: "have", 9: "ask"}
 
 // TestMeshBytesBreakdown writes in turn on every device of a full mesh of
 // 20 (the shape of testnet's many-devices), each write reaching all others
 // before the next, and logs where the sync bytes of a change go, by frame
-// kind, on links of versions 4, 5 and 6. It checks only that the relays stay
-// suppressed (bytes are reported: go test -run MeshBytes -v).
+// kind. It checks only that the relays stay suppressed (bytes are
+// reported: go test -run MeshBytes -v).
 func TestMeshBytesBreakdown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a mesh of many devices")
 	}
-	for _, v := range []uint64{4, 5, ProtocolVersion} {
-		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) { meshBytes(t, v) })
-	}
-}
-
-func meshBytes(t *testing.T, version uint64) {
 	const k, writes = 20, 60
-	devs := meshOf(t, k, version)
+	devs := mesh(t, k)
 	// Settled, and every stream started: its hellos, Start frame, first
 	// direct list and first Caught frame are not a change's.
 	streams := uint64(k * (k - 1))
@@ -67,7 +61,7 @@ func meshBytes(t *testing.T, version uint64) {
 		}
 		poll.Until(t, fmt.Sprintf("write %d everywhere", i), 10*time.Second, func() bool { return converged(stores(devs)...) })
 	}
-	poll.Until(t, "cursors at every store's end", 3*(deferWindow+wantTimeout), func() bool { return settled(devs) })
+	poll.Until(t, "cursors at every store's end", 3*(deferWindow+askTimeout), func() bool { return settled(devs) })
 	after := read()
 	per := func(v uint64) float64 { return float64(v) / writes }
 	var b strings.Builder

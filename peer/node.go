@@ -196,13 +196,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	if !cfg.Restricted {
-		for _, id := range protocolIDs {
-			h.SetStreamHandler(id, n.handleSync)
-		}
-	}
 	h.SetStreamHandler(RekeyProtocolID, n.handleRekey)
 	if !cfg.Restricted {
+		h.SetStreamHandler(ProtocolID, n.handleSync)
 		h.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
 		h.SetStreamHandler(ResidueProtocolID, n.handleResidues)
 	}
@@ -265,9 +261,7 @@ func (n *Node) Close() error {
 		// From here no dial starts, libp2p's own included (gater.go).
 		n.gater.closing.Store(true)
 		n.cancel()
-		for _, id := range protocolIDs {
-			n.host.RemoveStreamHandler(id)
-		}
+		n.host.RemoveStreamHandler(ProtocolID)
 		n.host.RemoveStreamHandler(RekeyProtocolID)
 		n.host.RemoveStreamHandler(SummaryProtocolID)
 		n.host.RemoveStreamHandler(ResidueProtocolID)

@@ -61,7 +61,6 @@ type peerState struct {
 	remoteLast  uint64
 	recordsIn   uint64 // records received from it, since the node started
 	recordsOut  uint64 // records sent to it
-	version     uint64 // of our pull stream from it: 2 and up acknowledge
 	theyPull    bool   // its pull from us has said hello on this connection
 	acked       uint64 // our sequence number it has merged up to
 	dialsActive int    // dials to it under way
@@ -198,24 +197,23 @@ func (n *Node) Peers() []PeerInfo {
 // info snapshots st. n.mu must be held.
 func (n *Node) info(st *peerState) PeerInfo {
 	pi := PeerInfo{
-		Device:       st.device,
-		Name:         st.name,
-		ID:           st.id,
-		Connected:    st.connected,
-		Kept:         st.kept,
-		LastSeen:     st.lastSeen,
-		ClockOffset:  st.clockOffset,
-		ClockKnown:   st.clockKnown,
-		ClockSkewed:  st.clockKnown && st.clockOffset.Abs() > MaxClockOffset,
-		Merged:       st.merged,
-		RemoteLast:   st.remoteLast,
-		CaughtUp:     st.announced && st.merged >= st.remoteLast,
-		Acknowledges: st.version >= 2,
-		RecordsIn:    st.recordsIn,
-		RecordsOut:   st.recordsOut,
-		LastError:    st.lastErr,
+		Device:      st.device,
+		Name:        st.name,
+		ID:          st.id,
+		Connected:   st.connected,
+		Kept:        st.kept,
+		LastSeen:    st.lastSeen,
+		ClockOffset: st.clockOffset,
+		ClockKnown:  st.clockKnown,
+		ClockSkewed: st.clockKnown && st.clockOffset.Abs() > MaxClockOffset,
+		Merged:      st.merged,
+		RemoteLast:  st.remoteLast,
+		CaughtUp:    st.announced && st.merged >= st.remoteLast,
+		RecordsIn:   st.recordsIn,
+		RecordsOut:  st.recordsOut,
+		LastError:   st.lastErr,
 	}
-	if st.version >= 2 && st.theyPull {
+	if st.theyPull {
 		last, _ := n.store.Watch()
 		pi.Delivered = st.acked >= last
 	}

@@ -33,14 +33,15 @@ func TestPullerOverPipe(t *testing.T) {
 		return b
 	}
 	theirHello := func(epoch, from uint64) *wireFrame {
-		h := hello{Version: v4, Library: lib.ID, Device: DeviceIDOf(senderDev.id), Name: "sender", Epoch: epoch, Last: 9, From: from, Wall: time.Now()}
+		h := hello{Library: lib.ID, Device: DeviceIDOf(senderDev.id), Name: "sender", Epoch: epoch, Last: 9, From: from, Wall: time.Now()}
 		return &wireFrame{Hello: h.wire()}
 	}
-	batch := func(epoch, seq uint64, recs ...[]byte) *wireFrame {
-		return &wireFrame{Batch: &wireBatch{Epoch: epoch, Seq: seq, Last: 9, Records: recs, Gaps: ones(len(recs))}}
+	// The sender's last is 9: batches say so.
+	batch := func(seq uint64, recs ...[]byte) *wireFrame {
+		return &wireFrame{Batch: &wireBatch{Seq: seq, Last: 9, Records: recs, Gaps: ones(len(recs))}}
 	}
 	gapped := func(seq uint64, gaps []uint64, recs ...[]byte) *wireFrame {
-		return &wireFrame{Batch: &wireBatch{Epoch: 7, Seq: seq, Last: 9, Records: recs, Gaps: gaps}}
+		return &wireFrame{Batch: &wireBatch{Seq: seq, Last: 9, Records: recs, Gaps: gaps}}
 	}
 	caught := func(epoch, seq uint64, cursors, full []wireMark) *wireFrame {
 		return &wireFrame{Caught: &wireCaught{Epoch: epoch, Seq: seq, Cursors: cursors, Full: full}}
@@ -64,22 +65,22 @@ func TestPullerOverPipe(t *testing.T) {
 		acks    int   // Ack frames the puller sent
 		check   func(*testing.T, *Node)
 	}{
-		{"caught up, with what the sender knew", []*wireFrame{theirHello(7, 0), batch(7, 3, rec(1)),
+		{"caught up, with what the sender knew", []*wireFrame{theirHello(7, 0), batch(3, rec(1)),
 			caught(7, 3, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 42}}, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 40}})}, io.EOF, 1, 1, handedOver},
-		{"records without their sequence numbers", []*wireFrame{theirHello(7, 0), gapped(3, nil, rec(1))}, ErrProtocol, 0, 0, nil},
+		{"records at the batch's end", []*wireFrame{theirHello(7, 0), gapped(3, nil, rec(1), rec(2))}, io.EOF, 2, 1, nil},
+		{"more records than sequence numbers", []*wireFrame{theirHello(7, 0), gapped(1, nil, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
 		{"records numbered past the batch", []*wireFrame{theirHello(7, 0), gapped(3, []uint64{2, 2}, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
 		{"records numbered twice", []*wireFrame{theirHello(7, 0), gapped(3, []uint64{1, 0}, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
-		{"caught up behind the stream", []*wireFrame{theirHello(7, 0), batch(7, 3, rec(1)), caught(7, 2, nil, nil)}, ErrProtocol, 1, 1, nil},
+		{"caught up behind the stream", []*wireFrame{theirHello(7, 0), batch(3, rec(1)), caught(7, 2, nil, nil)}, ErrProtocol, 1, 1, nil},
 		{"caught up in another epoch", []*wireFrame{theirHello(7, 0), caught(8, 0, nil, nil)}, ErrProtocol, 0, 0, nil},
-		{"two batches", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1)), batch(7, 3, rec(2), rec(3))}, io.EOF, 3, 2, nil},
-		{"an empty batch advances", []*wireFrame{theirHello(7, 0), batch(7, 4)}, io.EOF, 0, 1, nil},
-		{"a batch that does not advance", []*wireFrame{theirHello(7, 0), batch(7, 2, rec(1)), batch(7, 2, rec(2))}, ErrProtocol, 1, 1, nil},
-		{"a batch of another epoch", []*wireFrame{theirHello(7, 0), batch(8, 1, rec(1))}, ErrProtocol, 0, 0, nil},
+		{"two batches", []*wireFrame{theirHello(7, 0), batch(1, rec(1)), batch(3, rec(2), rec(3))}, io.EOF, 3, 2, nil},
+		{"an empty batch advances", []*wireFrame{theirHello(7, 0), batch(4)}, io.EOF, 0, 1, nil},
+		{"a batch that does not advance", []*wireFrame{theirHello(7, 0), batch(2, rec(1)), batch(2, rec(2))}, ErrProtocol, 1, 1, nil},
 		{"a hello where a batch belongs", []*wireFrame{theirHello(7, 0), theirHello(7, 0)}, ErrProtocol, 0, 0, nil},
-		{"a record that breaks the rules", []*wireFrame{theirHello(7, 0), batch(7, 1, rec(1), []byte{0xa2, 0x00, 0x01, 0x01, 0xa0})}, ErrProtocol, 0, 0, nil},
+		{"a record that breaks the rules", []*wireFrame{theirHello(7, 0), batch(2, rec(1), []byte{0xa2, 0x00, 0x01, 0x01, 0xa0})}, ErrProtocol, 0, 0, nil},
 		{"a sender resuming past the cursor", []*wireFrame{theirHello(7, 5)}, ErrProtocol, 0, 0, nil},
 		{"a refusal", []*wireFrame{errorFrame(ErrOtherLibrary)}, ErrOtherLibrary, 0, 0, nil},
-		{"a hello of another library", []*wireFrame{{Hello: (&hello{Version: v4, Library: newLib(t).ID, Device: DeviceIDOf(senderDev.id), Epoch: 7}).wire()}}, ErrOtherLibrary, 0, 0, nil},
+		{"a hello of another library", []*wireFrame{{Hello: (&hello{Library: newLib(t).ID, Device: DeviceIDOf(senderDev.id), Epoch: 7}).wire()}}, ErrOtherLibrary, 0, 0, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +97,7 @@ func TestPullerOverPipe(t *testing.T) {
 				t.Fatalf("the puller's hello: %v", err)
 			}
 			f, err := decodeFrame(body)
-			if err != nil || f.Hello == nil || f.Hello.Version != v4 {
+			if err != nil || f.Hello == nil {
 				t.Fatalf("the puller opened with %+v, %v", f, err)
 			}
 			acks := 0
@@ -110,8 +111,8 @@ func TestPullerOverPipe(t *testing.T) {
 					break // the puller stopped reading: it refused
 				}
 				if sf.Hello != nil && sf == tc.script[0] {
-					// A version 4 puller says where to start: at its
-					// cursor, 0 here.
+					// The puller says where to start: at its cursor, 0
+					// here.
 					theirs.SetReadDeadline(time.Now().Add(5 * time.Second))
 					if body, err := fr.next(); err == nil {
 						f, err := decodeFrame(body)
@@ -121,7 +122,7 @@ func TestPullerOverPipe(t *testing.T) {
 						// Then the devices it pulls from itself (fanout.go).
 						if err == nil && f.Start != nil {
 							if body, err := fr.next(); err == nil {
-								if f, err := decodeFrame(body); err != nil || f.Have == nil || f.Have.N != 0 {
+								if f, err := decodeFrame(body); err != nil || f.Have == nil || f.Have.List == 0 {
 									t.Errorf("after its Start the puller sent %+v, %v; want its direct list", f, err)
 								}
 							}
@@ -188,7 +189,7 @@ func TestPullerStartsFromHandedOverCursor(t *testing.T) {
 			if _, err := fr.next(); err != nil {
 				t.Fatalf("the puller's hello: %v", err)
 			}
-			h := hello{Version: v4, Library: lib.ID, Device: DeviceIDOf(senderDev.id), Epoch: 7, Last: 9, Wall: time.Now()}
+			h := hello{Library: lib.ID, Device: DeviceIDOf(senderDev.id), Epoch: 7, Last: 9, Wall: time.Now()}
 			var b bytes.Buffer
 			if err := appendFrame(&b, &wireFrame{Hello: h.wire()}); err != nil {
 				t.Fatal(err)
@@ -217,14 +218,8 @@ func pipePuller(ctx context.Context, n *Node, sender lpeer.ID) (net.Conn, <-chan
 	st := n.peer(sender)
 	n.mu.Unlock()
 	ours, theirs := net.Pipe()
-	p := &puller{n: n, st: st, s: ours, version: v4}
+	p := &puller{n: n, st: st, s: ours}
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx); ours.Close() }()
 	return theirs, done
 }
-
-// v4 is the version the pipe tests of the puller and the sender speak: they
-// write and read frames by hand, in version 4's framing (4-byte lengths,
-// batches and acks that name their epoch). Version 5's smaller frames have
-// their own tests (frame5_test.go).
-const v4 = 4

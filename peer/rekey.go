@@ -30,7 +30,7 @@ import (
 // new connection and on demand (OfferRekey).
 
 // RekeyProtocolID is the libp2p protocol of the rekey exchange.
-const RekeyProtocolID protocol.ID = "/danyue/rekey/1"
+const RekeyProtocolID protocol.ID = "/danyue/rekey/1.0.0"
 
 const (
 	maxRekeyMessage = 4 << 10

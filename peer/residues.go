@@ -32,7 +32,7 @@ import (
 // handed them again, since nothing else would ever send it those deletes.
 
 // ResidueProtocolID is the libp2p protocol that hands residues over.
-const ResidueProtocolID protocol.ID = "/danyue/residues/2"
+const ResidueProtocolID protocol.ID = "/danyue/residues/1.0.0"
 
 const (
 	// maxResidues bounds the residues of one stream: far more than the

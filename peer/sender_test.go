@@ -32,7 +32,7 @@ func TestSenderOverPipe(t *testing.T) {
 		ours, theirs := net.Pipe()
 		done := make(chan error, 1)
 		go func() {
-			_, err := n.serve(ours, func() { ours.Close() }, puller.id, v4)
+			_, err := n.serve(ours, func() { ours.Close() }, puller.id)
 			ours.Close()
 			done <- err
 		}()
@@ -58,7 +58,7 @@ func TestSenderOverPipe(t *testing.T) {
 		}
 		return f
 	}
-	good := &wireHello{Version: v4, Library: lib.ID[:], Device: uint64(DeviceIDOf(puller.id)), Name: "puller", Epoch: 9, WantEpoch: a.store.Epoch(), WantSeq: 2}
+	good := &wireHello{Library: lib.ID[:], Device: uint64(DeviceIDOf(puller.id)), Name: "puller", Epoch: 9, WantEpoch: a.store.Epoch(), WantSeq: 2}
 	start := func(c net.Conn, seq uint64, have ...wireMark) {
 		t.Helper()
 		var b bytes.Buffer

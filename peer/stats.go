@@ -48,14 +48,12 @@ type stats struct {
 // one-key map of a known kind.
 const frameKinds = 16
 
-// frameKind returns the wireFrame key of an encoded frame (length prefix
-// included, 4 bytes or a varint): its body is a map of one pair, 0xa1,
-// whose key is a small unsigned integer.
+// frameKind returns the wireFrame key of an encoded frame (its varint
+// length included): its body is a map of one pair, 0xa1, whose key is a
+// small unsigned integer.
 func frameKind(frame []byte) int {
 	body := frame
-	if len(frame) >= 4 && int(binary.BigEndian.Uint32(frame)) == len(frame)-4 {
-		body = frame[4:]
-	} else if _, n := binary.Uvarint(frame); n > 0 {
+	if _, n := binary.Uvarint(frame); n > 0 {
 		body = frame[n:]
 	}
 	if len(body) < 2 || body[0] != 0xa1 || body[1] >= frameKinds {
@@ -71,6 +69,18 @@ func (s *stats) sent(frame []byte) {
 	k := frameKind(frame)
 	s.sentByKind[k].Add(uint64(len(frame)))
 	s.framesByKind[k].Add(1)
+}
+
+// batchSent counts the batch of pass p as sent.
+func (s *stats) batchSent(p *passResult) {
+	s.recordsSent.Add(uint64(len(p.records)))
+	if len(p.records) == 0 {
+		s.emptyBatches.Add(1)
+	}
+	for _, r := range p.records {
+		s.recordBytes.Add(uint64(len(r)))
+	}
+	s.echoesSkipped.Add(p.skipped)
 }
 
 func (s *stats) snapshot() Stats {

@@ -17,8 +17,8 @@ import (
 // The summary protocol gossips, between connected members, how far each
 // device has merged everyone (crdt.Summary), which is what tombstone
 // collection decides on (crdt/collect.go). It is a protocol of its own,
-// beside sync, so that it can change without a new sync version and so
-// that a summary reaches a peer without waiting behind a catch-up. One
+// beside sync, so that a summary reaches a peer without waiting behind a
+// catch-up. One
 // stream carries one message, and no answer:
 //
 //	4-byte big-endian length | crdt.EncodeSummaries
@@ -28,7 +28,7 @@ import (
 // connection and on demand (GossipSummaries).
 
 // SummaryProtocolID is the libp2p protocol of summary gossip.
-const SummaryProtocolID protocol.ID = "/danyue/summary/1"
+const SummaryProtocolID protocol.ID = "/danyue/summary/1.0.0"
 
 // encodeSummaryMessage frames an encoded list of summaries.
 func encodeSummaryMessage(list []crdt.Summary) ([]byte, error) {

@@ -31,8 +31,8 @@ func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *f
 				n.log.Warn("peer sent a bad ack on its sync stream", "peer", st.id, "err", err)
 				return
 			}
-		case err == nil && f.Have != nil && acks.version >= 4:
-			if err := fo.have(f.Have, acks.version); err != nil {
+		case err == nil && f.Have != nil:
+			if err := fo.have(f.Have); err != nil {
 				n.log.Warn("peer sent a bad have frame on its sync stream", "peer", st.id, "err", err)
 				return
 			}
@@ -49,25 +49,21 @@ func (n *Node) watchPuller(ctx context.Context, cancel context.CancelFunc, fr *f
 // slow puller sits in transport buffers; with this window the sender reads
 // the next batch from its store only when the puller has caught up to
 // within a few batches, and no more than maxUnacked batches are ever
-// between the two stores. (A version 1 puller sends no acks; its stream is
-// bounded by the transport's window only.)
+// between the two stores.
 const maxUnacked = 4
 
 // streamAcks is what one send stream has sent and had acknowledged.
 type streamAcks struct {
-	epoch   uint64 // of our store
-	enabled bool   // the stream's version has acks
-	version uint64 // the stream's
-	sent    atomic.Uint64
-	acked   uint64 // only watchPuller touches it
+	sent  atomic.Uint64
+	acked uint64 // only watchPuller touches it
 
 	mu      sync.Mutex
 	unacked []uint64      // seqs of the batches in flight, in order
 	room    chan struct{} // signalled when an ack makes room
 }
 
-func newStreamAcks(epoch, version, cursor uint64) *streamAcks {
-	sa := &streamAcks{epoch: epoch, enabled: version >= 2, version: version, acked: cursor, room: make(chan struct{}, 1)}
+func newStreamAcks(cursor uint64) *streamAcks {
+	sa := &streamAcks{acked: cursor, room: make(chan struct{}, 1)}
 	sa.sent.Store(cursor)
 	return sa
 }
@@ -76,7 +72,7 @@ func newStreamAcks(epoch, version, cursor uint64) *streamAcks {
 func (sa *streamAcks) waitRoom(ctx context.Context, waited func()) error {
 	for first := true; ; first = false {
 		sa.mu.Lock()
-		full := sa.enabled && len(sa.unacked) >= maxUnacked
+		full := len(sa.unacked) >= maxUnacked
 		sa.mu.Unlock()
 		if !full {
 			return nil
@@ -95,9 +91,6 @@ func (sa *streamAcks) waitRoom(ctx context.Context, waited func()) error {
 // sentBatch records a batch up to seq as sent.
 func (sa *streamAcks) sentBatch(seq uint64) {
 	sa.sent.Store(seq)
-	if !sa.enabled {
-		return
-	}
 	sa.mu.Lock()
 	sa.unacked = append(sa.unacked, seq)
 	sa.mu.Unlock()
@@ -118,24 +111,12 @@ func (sa *streamAcks) ackedUpTo(seq uint64) {
 	}
 }
 
-// acked records that the puller st has merged our changes up to a.Seq. An
-// ack must name this stream's epoch, and may neither go back nor pass what
-// this stream sent: a peer cannot make a device believe it is delivered
-// further than it is.
+// acked records that the puller st has merged our changes up to a.Seq (of
+// the stream's epoch). An ack may neither go back nor pass what this
+// stream sent: a peer cannot make a device believe it is delivered further
+// than it is.
 func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
-	epoch := a.Epoch
-	if sa.version >= 5 {
-		if epoch != 0 {
-			return protoErrorf("ack names an epoch on a version %d stream", sa.version)
-		}
-		epoch = sa.epoch
-	}
-	switch sent := sa.sent.Load(); {
-	case !sa.enabled:
-		return protoErrorf("ack on a version 1 stream")
-	case epoch != sa.epoch:
-		return protoErrorf("ack for epoch %d on a stream of epoch %d", a.Epoch, sa.epoch)
-	case a.Seq < sa.acked || a.Seq > sent:
+	if sent := sa.sent.Load(); a.Seq < sa.acked || a.Seq > sent {
 		return protoErrorf("ack of %d outside [%d, %d]", a.Seq, sa.acked, sent)
 	}
 	sa.acked = a.Seq

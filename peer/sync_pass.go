@@ -11,12 +11,11 @@ import (
 // passResult is what one pass over the store after a cursor found.
 type passResult struct {
 	records [][]byte
-	gaps    []uint64 // version 4: each record's sequence number, as the gap from the one before
+	gaps    []uint64 // each record's sequence number, as the gap from the one before
 	seq     uint64   // the last sequence number visited
 	full    bool     // cut short by the batch limits
 	skipped uint64
 	echoes  [][16]byte // records skipped because the puller sent them
-	dropped bool       // a record the puller's version cannot take was left out
 	// Records held back (fanout.go): from heldFrom on, nothing is sent;
 	// held gives, by source, the highest sequence number of a held record
 	// state; later says a record to send came after one.
@@ -60,10 +59,6 @@ func (snd *sender) pass(ctx context.Context, cursor uint64, hold bool) (passResu
 				return nil
 			}
 		}
-		if !knowsKind(snd.version, crdt.KindOfEncoded(data)) {
-			p.seq, p.dropped = s, true
-			return nil // the puller's version would refuse it
-		}
 		if p.heldFrom != 0 {
 			p.later = true
 			return errBatchFull
@@ -78,10 +73,8 @@ func (snd *sender) pass(ctx context.Context, cursor uint64, hold bool) (passResu
 		arena = append(arena, data...)
 		p.records = append(p.records, arena[len(arena)-len(data):len(arena):len(arena)])
 		size += len(data)
-		if snd.version >= 4 {
-			p.gaps = append(p.gaps, s-prev)
-			prev = s
-		}
+		p.gaps = append(p.gaps, s-prev)
+		prev = s
 		return nil
 	})
 	if err != nil && !errors.Is(err, errBatchFull) {
@@ -91,4 +84,9 @@ func (snd *sender) pass(ctx context.Context, cursor uint64, hold bool) (passResu
 		p.full = true
 	}
 	return p, nil
+}
+
+// view is what the hold decision needs of p (hold.go).
+func (p *passResult) view() passView {
+	return passView{seq: p.seq, records: len(p.records), full: p.full, heldFrom: p.heldFrom, later: p.later}
 }

@@ -22,7 +22,7 @@ import (
 // together with the cursor advance.
 
 // pullLoop pulls from st for as long as ctx (the connection) lives,
-// reopening the stream with backoff when it breaks. A refusal (versions,
+// reopening the stream with backoff when it breaks. A refusal (protocol,
 // library) ends it until the next connection.
 func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 	for attempt := 0; ; attempt++ {
@@ -35,7 +35,7 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 		st.lastErr = err.Error()
 		info := n.info(st)
 		n.mu.Unlock()
-		if isRefusal(err) || errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+		if isRefusal(err) {
 			n.log.Error("cannot sync with peer", "peer", st.id, "device", st.device, "err", err)
 			n.events.emit(Event{Kind: PeerRefused, Peer: info, Err: err})
 			return
@@ -62,8 +62,11 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	ctx, cancelPull := context.WithCancel(ctx)
 	defer cancelPull()
 	hctx, cancel := context.WithTimeout(network.WithNoDial(ctx, "sync runs on existing connections"), handshakeTimeout)
-	s, err := n.host.NewStream(hctx, st.id, protocolIDs...)
+	s, err := n.host.NewStream(hctx, st.id, ProtocolID)
 	cancel()
+	if errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
+		return fmt.Errorf("open sync stream: the peer does not speak %s (a build of another sync protocol): %w", ProtocolID, err)
+	}
 	if err != nil {
 		return fmt.Errorf("open sync stream: %w", err)
 	}
@@ -77,7 +80,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		}
 		n.mu.Unlock()
 	}()
-	p := &puller{n: n, st: st, s: s, version: streamVersion(s)}
+	p := &puller{n: n, st: st, s: s}
 	defer p.releaseGate(false)
 	defer func() {
 		if p.graceful {
@@ -105,17 +108,15 @@ type stream interface {
 // puller is the pull side of one sync stream, from the first hello to the
 // stream's end.
 type puller struct {
-	n       *Node
-	st      *peerState
-	s       stream
-	version uint64
+	n  *Node
+	st *peerState
+	s  stream
 
 	fr       *frameReader
 	mu       sync.Mutex // serialises writes: acks and answers, and direct lists (fanout.go)
 	out      bytes.Buffer
 	dirList  []wireMark // the direct list last sent, and its version
 	dirVer   uint64
-	asks     uint64            // Wants answered; version 6 numbers them so (receive's goroutine only)
 	theirs   hello             // the sender's hello
 	cursor   uint64            // the sender's last sequence merged here
 	graceful bool              // an Error frame was sent: close, do not reset
@@ -127,16 +128,13 @@ func (p *puller) run(ctx context.Context) error {
 	if err := p.handshake(ctx); err != nil {
 		return err
 	}
-	if p.version >= 4 {
-		// Senders hold back relays of what this device pulls from their
-		// source directly (fanout.go).
-		defer p.n.dir.add(p.st.device, p.theirs.Epoch)()
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan struct{})
-		defer func() { cancel(); <-done }()
-		go func() { defer close(done); p.announceDirect(ctx) }()
-	}
+	// Senders hold back relays of what this device pulls from their source
+	// directly (fanout.go).
+	defer p.n.dir.add(p.st.device, p.theirs.Epoch)()
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	defer func() { cancel(); <-done }()
+	go func() { defer close(done); p.announceDirect(ctx) }()
 	for {
 		if err := p.receive(ctx); err != nil {
 			return err
@@ -160,15 +158,15 @@ func (p *puller) handshake(ctx context.Context) error {
 	}
 	last, _ := n.store.Watch()
 	mine := hello{
-		Version: p.version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
-		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor,
+		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor, Caps: ourCaps,
 	}
 	p.s.SetDeadline(time.Now().Add(handshakeTimeout))
 	sent := n.now()
 	if err := p.send(&wireFrame{Hello: mine.wire()}); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
-	p.fr = n.newFrameReader(p.s, p.version)
+	p.fr = n.newFrameReader(p.s)
 	body, err := p.fr.next()
 	if err != nil {
 		return fmt.Errorf("read hello: %w", err)
@@ -202,15 +200,12 @@ func (p *puller) handshake(ctx context.Context) error {
 		st.resendAll = false
 		n.mu.Unlock()
 	}
-	n.helloDone(st, theirs, p.version, clockOffset(theirs.Wall, sent, received), p.cursor)
-	if p.version < 4 {
-		return nil
-	}
+	n.helloDone(st, theirs, clockOffset(theirs.Wall, sent, received), p.cursor)
 	return p.start(ctx, resendAll)
 }
 
 // start decides where the sender's batches start and says so, with this
-// device's full marks (version 4). A large backlog waits for the catch-up
+// device's full marks. A large backlog waits for the catch-up
 // gate first: while another stream catches up, the cursors it hands over
 // may make this one's backlog small.
 func (p *puller) start(ctx context.Context, resendAll bool) error {
@@ -279,8 +274,6 @@ func (p *puller) releaseGate(caught bool) {
 func (p *puller) caught(c *wireCaught) error {
 	n, st := p.n, p.st
 	switch {
-	case p.version < 4:
-		return protoErrorf("caught frame on a version %d stream", p.version)
 	case c.Epoch != p.theirs.Epoch || c.Seq != p.cursor:
 		return protoErrorf("caught up to %d of epoch %d, but the stream is at %d of epoch %d", c.Seq, c.Epoch, p.cursor, p.theirs.Epoch)
 	case len(c.Cursors) > maxMarks || len(c.Full) > maxMarks:
@@ -319,8 +312,8 @@ func (p *puller) receive(ctx context.Context) error {
 	if f.Caught != nil {
 		return p.caught(f.Caught)
 	}
-	if f.Want != nil || f.Ask != nil {
-		return p.answer(f)
+	if f.Ask != nil {
+		return p.answer(f.Ask)
 	}
 	b, err := p.batch(f)
 	if err != nil {
@@ -332,72 +325,62 @@ func (p *puller) receive(ctx context.Context) error {
 	}
 	// Before the merge: once applied, the records can be streamed back at
 	// any moment, and the sender to this peer must already know them.
-	st.echo.add(b.Epoch, b.Records)
-	n.prov.add(st.device, b.Epoch, p.recordSeqs(b), b.Records, entries)
+	epoch := p.theirs.Epoch
+	st.echo.add(epoch, b.Records)
+	n.prov.add(st.device, epoch, p.recordSeqs(b), b.Records, entries)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
-	if err := n.store.ApplyRemote(ctx, st.device, b.Epoch, b.Seq, entries); err != nil {
+	if err := n.store.ApplyRemote(ctx, st.device, epoch, b.Seq, entries); err != nil {
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	p.cursor = b.Seq
 	if p.release != nil {
 		n.gate.progress(st)
 	}
-	n.kn.noteCursor(st.device, mark{b.Epoch, b.Seq})
+	n.kn.noteCursor(st.device, mark{epoch, b.Seq})
 	if b.Whole {
-		n.kn.noteWhole(st.device, mark{b.Epoch, b.Seq})
+		n.kn.noteWhole(st.device, mark{epoch, b.Seq})
 	}
 	n.mu.Lock()
-	st.merged, st.remoteLast, st.lastSeen = p.cursor, max(b.Last, p.cursor), n.now()
+	st.merged, st.remoteLast, st.lastSeen = p.cursor, b.Last, n.now()
 	st.recordsIn += uint64(len(entries))
 	n.progressedLocked()
 	n.mu.Unlock()
-	if p.version < 2 {
-		return nil
-	}
 	// Tells the sender how far it is delivered (SyncOnce waits on it):
 	// what was applied above is durable.
-	ack := &wireAck{Epoch: b.Epoch, Seq: b.Seq}
-	if p.version >= 5 {
-		ack.Epoch = 0 // the stream's
-	}
-	if err := p.send(&wireFrame{Ack: ack}); err != nil {
+	if err := p.send(&wireFrame{Ack: &wireAck{Seq: b.Seq}}); err != nil {
 		return fmt.Errorf("send ack: %w", err)
 	}
 	return nil
 }
 
-// batch checks that a frame is the next batch of the stream.
+// batch checks that a frame is the next batch of the stream, and fills in
+// what a batch leaves out because the stream fixes it: its Last when it is
+// its Seq, and its Gaps when its records are at the last sequence numbers
+// up to its Seq. A batch that says its Last anyway is refused.
 func (p *puller) batch(f *wireFrame) (*wireBatch, error) {
 	if f.Error != nil {
 		return nil, refusal(f.Error)
 	}
 	b := f.Batch
-	if b == nil {
-		return nil, protoErrorf("expected a batch")
-	}
-	if p.version >= 5 {
-		// What the stream fixes is left out: fill it in, or refuse a
-		// batch that says it anyway.
-		if b.Epoch != 0 || (b.Last != 0 && b.Last <= b.Seq) || (len(b.Gaps) == 0 && len(b.Records) > 0 && b.Seq-p.cursor < uint64(len(b.Records))) {
-			return nil, protoErrorf("batch up to %d from %d of %d records says what the stream fixes, or cannot hold them", b.Seq, p.cursor, len(b.Records))
-		}
-		b.Epoch, b.Last = p.theirs.Epoch, max(b.Last, b.Seq)
-		if len(b.Gaps) == 0 && len(b.Records) > 0 && b.Seq > p.cursor {
-			b.Gaps = make([]uint64, len(b.Records))
-			for i := range b.Gaps {
-				b.Gaps[i] = 1
-			}
-			b.Gaps[0] = b.Seq - p.cursor - uint64(len(b.Records)) + 1
-		}
-	}
 	switch {
-	case b.Epoch != p.theirs.Epoch:
-		return nil, protoErrorf("batch of epoch %d in a stream of epoch %d", b.Epoch, p.theirs.Epoch)
+	case b == nil:
+		return nil, protoErrorf("expected a batch")
 	case b.Seq <= p.cursor:
 		return nil, protoErrorf("batch up to %d does not advance the cursor %d", b.Seq, p.cursor)
-	case p.version < 4 && (len(b.Gaps) > 0 || b.Whole):
-		return nil, protoErrorf("record sequence numbers on a version %d stream", p.version)
-	case p.version >= 4 && len(b.Gaps) != len(b.Records):
+	case b.Last != 0 && b.Last <= b.Seq:
+		return nil, protoErrorf("batch up to %d says its sender's last is %d", b.Seq, b.Last)
+	case len(b.Gaps) == 0 && uint64(len(b.Records)) > b.Seq-p.cursor:
+		return nil, protoErrorf("batch of %d records in (%d, %d]", len(b.Records), p.cursor, b.Seq)
+	}
+	b.Last = max(b.Last, b.Seq)
+	if len(b.Gaps) == 0 && len(b.Records) > 0 {
+		b.Gaps = make([]uint64, len(b.Records))
+		for i := range b.Gaps {
+			b.Gaps[i] = 1
+		}
+		b.Gaps[0] = b.Seq - p.cursor - uint64(len(b.Records)) + 1
+	}
+	if len(b.Gaps) != len(b.Records) {
 		return nil, protoErrorf("%d record sequence numbers for %d records", len(b.Gaps), len(b.Records))
 	}
 	seq := p.cursor
@@ -411,12 +394,8 @@ func (p *puller) batch(f *wireFrame) (*wireBatch, error) {
 }
 
 // recordSeqs returns the sequence number of each record of b, a checked
-// batch: exact on a version 4 stream, else the batch's end, which no record
-// of it passes.
+// batch.
 func (p *puller) recordSeqs(b *wireBatch) func(i int) uint64 {
-	if len(b.Gaps) == 0 {
-		return func(int) uint64 { return b.Seq }
-	}
 	seqs := make([]uint64, len(b.Gaps))
 	seq := p.cursor
 	for i, g := range b.Gaps {
@@ -435,7 +414,7 @@ func (p *puller) send(f *wireFrame) error {
 
 func (p *puller) sendLocked(f *wireFrame) error {
 	p.out.Reset()
-	if err := appendFrameV(&p.out, f, p.version); err != nil {
+	if err := appendFrame(&p.out, f); err != nil {
 		return err
 	}
 	return p.n.writeFrame(p.s, p.out.Bytes())
@@ -456,9 +435,8 @@ func decodeRecords(records [][]byte) ([]crdt.Entry, error) {
 
 // helloDone records what a completed hello told about st, and announces the
 // peer once per connection.
-func (n *Node) helloDone(st *peerState, h hello, version uint64, offset time.Duration, cursor uint64) {
+func (n *Node) helloDone(st *peerState, h hello, offset time.Duration, cursor uint64) {
 	n.mu.Lock()
-	st.version = version
 	st.member = true
 	startKeeper := n.keepLocked(st)
 	st.name, st.clockOffset, st.clockKnown = h.Name, offset, true
@@ -488,10 +466,10 @@ func isRefusalFrame(body []byte) bool {
 	return err == nil && f.Error != nil
 }
 
-// newFrameReader reads frames from s, a stream of version v, giving each
-// frame frameTimeout to arrive once it has begun.
-func (n *Node) newFrameReader(s stream, v uint64) *frameReader {
-	fr := &frameReader{r: s, varint: varintFrames(v)}
+// newFrameReader reads frames from s, giving each frame frameTimeout to
+// arrive once it has begun.
+func (n *Node) newFrameReader(s stream) *frameReader {
+	fr := &frameReader{r: s}
 	fr.started = func() { s.SetReadDeadline(time.Now().Add(frameTimeout)) }
 	fr.finished = func(size, prefix int) {
 		s.SetReadDeadline(time.Time{})

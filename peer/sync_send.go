@@ -35,41 +35,13 @@ func (n *Node) handleSync(s network.Stream) {
 	}
 	defer n.wg.Done()
 	remote := s.Conn().RemotePeer()
-	n.mu.Lock()
-	st := n.peer(remote)
-	busy := st.serving >= maxServing
-	if !busy {
-		st.serving++
-	}
-	stale := st.pullConn
-	n.mu.Unlock()
-	if stale != nil && stale != s.Conn() && stale.Stat().Opened.Before(s.Conn().Stat().Opened) {
-		// The peer pulls on a newer connection than ours: it gave the older
-		// one up (typically after a partition that only its side noticed),
-		// and our pull there would wait on a dead connection until keepalives
-		// time out. Closing it makes our pull reopen on the live one. Only
-		// the older connection is closed, so two connections dialled at the
-		// same moment from both sides settle on one instead of both closing.
-		n.log.Info("peer opened a sync stream on a newer connection; closing the older one", "peer", remote)
-		stale.Close()
-	}
-	if busy {
-		// A correct puller has one stream open; a few allow for streams of
-		// a dead connection not yet noticed.
-		var out bytes.Buffer
-		if appendFrameV(&out, &wireFrame{Error: &wireError{Code: codeBusy, Message: "too many sync streams"}}, streamVersion(s)) == nil {
-			n.writeFrame(s, out.Bytes())
-		}
-		s.Close()
-		n.log.Warn("refused a sync stream: too many from this peer", "peer", remote)
+	if !n.admitSync(s, remote) {
 		return
 	}
-	defer func() {
-		n.mu.Lock()
-		st.serving--
-		n.mu.Unlock()
-	}()
-	refused, err := n.serve(s, func() { s.Reset() }, remote, streamVersion(s))
+	refused, err := n.serve(s, func() { s.Reset() }, remote)
+	n.mu.Lock()
+	n.peer(remote).serving--
+	n.mu.Unlock()
 	if err == nil || n.ctx.Err() != nil || refused {
 		// Closed, not reset: a reset would discard the Error frame unread.
 		s.Close()
@@ -92,35 +64,93 @@ func (n *Node) handleSync(s network.Stream) {
 	n.log.Log(n.ctx, logLevelFor(err), "sync stream to peer ended", "peer", remote, "device", DeviceIDOf(remote), "err", err)
 }
 
-// serve runs the send side of one stream of the given protocol version,
-// from the puller's hello on; refused reports that it ended by sending the
-// puller an Error frame. abort breaks the stream (a libp2p reset), which
-// unblocks its reads and writes when the node closes.
-func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (refused bool, err error) {
+// admitSync counts a new send stream to remote, or refuses it (and closes
+// it) when remote has maxServing open already. It also closes our pull's
+// connection to remote when the new stream came on a newer one.
+func (n *Node) admitSync(s network.Stream, remote lpeer.ID) bool {
+	n.mu.Lock()
+	st := n.peer(remote)
+	busy := st.serving >= maxServing
+	if !busy {
+		st.serving++
+	}
+	stale := st.pullConn
+	n.mu.Unlock()
+	if stale != nil && stale != s.Conn() && stale.Stat().Opened.Before(s.Conn().Stat().Opened) {
+		// The peer pulls on a newer connection than ours: it gave the older
+		// one up (typically after a partition that only its side noticed),
+		// and our pull there would wait on a dead connection until keepalives
+		// time out. Closing it makes our pull reopen on the live one. Only
+		// the older connection is closed, so two connections dialled at the
+		// same moment from both sides settle on one instead of both closing.
+		n.log.Info("peer opened a sync stream on a newer connection; closing the older one", "peer", remote)
+		stale.Close()
+	}
+	if !busy {
+		return true
+	}
+	// A correct puller has one stream open; a few allow for streams of a
+	// dead connection not yet noticed.
+	var out bytes.Buffer
+	if appendFrame(&out, &wireFrame{Error: &wireError{Code: codeBusy, Message: "too many sync streams"}}) == nil {
+		n.writeFrame(s, out.Bytes())
+	}
+	s.Close()
+	n.log.Warn("refused a sync stream: too many from this peer", "peer", remote)
+	return false
+}
+
+// serve runs the send side of one stream, from the puller's hello on;
+// refused reports that it ended by sending the puller an Error frame.
+// abort breaks the stream (a libp2p reset), which unblocks its reads and
+// writes when the node closes.
+func (n *Node) serve(s stream, abort func(), remote lpeer.ID) (refused bool, err error) {
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
 	defer context.AfterFunc(ctx, abort)()
+	fr := n.newFrameReader(s)
+	snd, cursor, refused, err := n.greet(ctx, s, fr, remote)
+	if err != nil {
+		return refused, err
+	}
+	n.mu.Lock()
+	// The puller's cursor is its own word on how far it has merged us.
+	snd.st.theyPull, snd.st.acked = true, cursor
+	snd.st.fanout = snd.fo
+	n.progressedLocked()
+	n.mu.Unlock()
+	// The puller sends nothing more but acks, direct lists and answers, an
+	// Error frame or the end of the stream; the last two end this side too.
+	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, snd.st, snd.acks, snd.fo) }) {
+		return false, nil
+	}
+	return false, snd.run(ctx, cursor)
+}
 
+// greet runs the opening of a send stream: the puller's hello, ours, and
+// the puller's Start frame. It returns the stream's sender and the cursor
+// its batches start after; refused reports that it refused the puller with
+// an Error frame.
+func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpeer.ID) (_ *sender, cursor uint64, refused bool, err error) {
 	s.SetDeadline(time.Now().Add(handshakeTimeout))
-	fr := n.newFrameReader(s, version)
 	body, err := fr.next()
 	if err != nil {
-		return false, fmt.Errorf("read hello: %w", err)
+		return nil, 0, false, fmt.Errorf("read hello: %w", err)
 	}
 	var out bytes.Buffer
 	theirs, err := readHello(body, n.cfg.Library, remote)
 	if err != nil {
-		if appendFrameV(&out, errorFrame(err), version) == nil {
+		if appendFrame(&out, errorFrame(err)) == nil {
 			n.writeFrame(s, out.Bytes())
 		}
-		return true, err
+		return nil, 0, true, err
 	}
 	n.noteRegression(ctx, remote, theirs)
 	epoch := n.store.Epoch()
-	cursor := theirs.WantSeq
+	cursor = theirs.WantSeq
 	if theirs.WantEpoch == epoch {
 		if cursor, err = n.storeWentBack(ctx, remote, cursor); err != nil {
-			return false, err
+			return nil, 0, false, err
 		}
 	}
 	last, _ := n.store.Watch()
@@ -133,86 +163,39 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID, version uint64) (r
 	n.checked[DeviceIDOf(remote)] = true
 	n.deliverMu.Unlock()
 	mine := hello{
-		Version: version, Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
-		Epoch: epoch, Last: last, Wall: n.now(), From: cursor,
+		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
+		Epoch: epoch, Last: last, Wall: n.now(), From: cursor, Caps: ourCaps,
 	}
-	if err := appendFrameV(&out, &wireFrame{Hello: mine.wire()}, version); err != nil {
-		return false, err
+	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
+		return nil, 0, false, err
 	}
 	if err := n.writeFrame(s, out.Bytes()); err != nil {
-		return false, fmt.Errorf("send hello: %w", err)
+		return nil, 0, false, fmt.Errorf("send hello: %w", err)
 	}
 	s.SetDeadline(time.Time{})
-	// What the puller is known to have (version 4): the full marks of its
-	// Start frame. Not what it sent us before this connection: a store can
-	// be restored from an old copy under the same epoch, and only this
-	// connection's echo set is sure to be of the store that is there now.
+	// What the puller is known to have: the full marks of its Start frame.
+	// Not what it sent us before this connection: a store can be restored
+	// from an old copy under the same epoch, and only this connection's
+	// echo set is sure to be of the store that is there now. The puller may
+	// wait for another of its streams to catch up before it says where to
+	// start: no deadline but the connection's.
 	have := map[crdt.DeviceID]mark{}
-	if version >= 4 {
-		// The puller may wait for another of its streams to catch up before
-		// it says where to start: no deadline but the connection's.
-		if cursor, err = readStart(fr, epoch, last, have); err != nil {
-			return false, err
-		}
+	if cursor, err = readStart(fr, epoch, last, have); err != nil {
+		return nil, 0, false, err
 	}
-
 	n.mu.Lock()
 	st := n.peer(remote)
-	// The puller's cursor is its own word on how far it has merged us.
-	st.theyPull, st.acked = true, cursor
-	n.progressedLocked()
 	n.mu.Unlock()
-	acks := newStreamAcks(epoch, version, cursor)
-	// The puller sends nothing more but acks, an Error frame or the end of
-	// the stream; the last two end this side too.
-	fo := newFanout()
-	n.mu.Lock()
-	st.fanout = fo
-	n.mu.Unlock()
-	if !n.spawn(func() { n.watchPuller(ctx, cancel, fr, st, acks, fo) }) {
-		return false, nil
+	snd := &sender{
+		n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have,
+		acks: newStreamAcks(cursor), fo: newFanout(),
 	}
-	snd := sender{n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have, acks: acks, version: version, fo: fo}
-	var caught caughtState
-	for {
-		last, changed := n.store.Watch()
-		if n.store.Epoch() != epoch {
-			return false, errEpochChanged
-		}
-		if last > cursor && !(snd.held && snd.heldLast == last) {
-			if cursor, err = snd.catchUp(ctx, cursor, last); err != nil {
-				return false, err
-			}
-			snd.heldLast = last
-			continue
-		}
-		if !snd.held {
-			snd.pushing = true // caught up: what follows is pushed
-		}
-		var later <-chan time.Time
-		switch {
-		case snd.held:
-			later = time.After(time.Until(snd.heldAt.Add(deferWindow)))
-		case version >= 4:
-			if later, err = snd.sayCaught(&caught, cursor); err != nil {
-				return false, err
-			}
-		}
-		select {
-		case <-changed:
-		case <-later:
-			snd.held = false
-		case <-fo.wake:
-			snd.held = false
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	}
+	return snd, cursor, false, nil
 }
 
-// readStart reads a version 4 puller's Start frame: where to start (in
-// epoch, our store's, at most last, what our hello said) and the puller's
-// full marks, which it adds to have.
+// readStart reads a puller's Start frame: where to start (in epoch, our
+// store's, at most last, what our hello said) and the puller's full marks,
+// which it adds to have.
 func readStart(fr *frameReader, epoch, last uint64, have map[crdt.DeviceID]mark) (uint64, error) {
 	body, err := fr.next()
 	if err != nil {
@@ -241,67 +224,6 @@ func readStart(fr *frameReader, epoch, last uint64, have map[crdt.DeviceID]mark)
 	return st.Seq, nil
 }
 
-// A stream's first Caught frame goes out as soon as it has caught up: it
-// is what a joining device waits for. Later ones only keep what pullers
-// know fresh for a later join, and on a busy library one per change (with
-// every device's cursor moving) would cost more than the changes: they wait
-// until the stream has been idle for caughtIdle, and come at most every
-// defaultCaughtEvery.
-const (
-	defaultCaughtEvery = 10 * time.Second
-	caughtIdle         = time.Second
-)
-
-// caughtState is what a send stream last said in a Caught frame.
-type caughtState struct {
-	sent bool
-	seq  uint64 // up to where
-	ver  uint64 // the version of our knowledge it carried
-	at   time.Time
-}
-
-// sayCaught sends a Caught frame for cursor, the end of what this stream
-// has sent, if the store has nothing newer and the frame would say
-// something new; or, when a later one is not yet due, returns a channel
-// that fires when it is.
-func (snd *sender) sayCaught(c *caughtState, cursor uint64) (<-chan time.Time, error) {
-	n := snd.n
-	// Our knowledge is read before we look at the store: what it says was
-	// true of us before the moment our last sequence number is seen to be
-	// cursor, and so of the puller, which has everything up to there.
-	weak, full, ver := n.kn.since(c.ver, snd.st.device)
-	// Of a device the puller pulls from itself it has its own cursor and
-	// full marks, as good as ours: in a mesh, that is every device.
-	weak, full = snd.fo.indirect(weak), snd.fo.indirect(full)
-	if c.sent && c.seq == cursor && len(weak) == 0 && len(full) == 0 {
-		c.ver = ver
-		return nil, nil
-	}
-	every := n.cfg.caughtEvery
-	if every == 0 {
-		every = defaultCaughtEvery
-	}
-	if c.sent {
-		wait := max(time.Until(c.at.Add(every)), time.Until(snd.lastBatch.Add(min(caughtIdle, every))))
-		if wait > 0 {
-			return time.After(wait), nil
-		}
-	}
-	if last, _ := n.store.Watch(); last > cursor || n.store.Epoch() != snd.epoch {
-		return nil, nil // not caught up after all: the caller goes on
-	}
-	snd.out.Reset()
-	f := &wireFrame{Caught: &wireCaught{Epoch: snd.epoch, Seq: cursor, Cursors: weak, Full: full}}
-	if err := appendFrameV(&snd.out, f, snd.version); err != nil {
-		return nil, err
-	}
-	if err := n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
-		return nil, fmt.Errorf("send caught: %w", err)
-	}
-	*c = caughtState{sent: true, seq: cursor, ver: ver, at: time.Now()}
-	return nil, nil
-}
-
 // sender streams batches on one sync stream.
 type sender struct {
 	n         *Node
@@ -312,112 +234,86 @@ type sender struct {
 	echo      *echoSet
 	have      map[crdt.DeviceID]mark // full marks of the puller
 	acks      *streamAcks
-	version   uint64 // of the stream
+	fo        *fanout // what the puller pulls from itself (fanout.go)
 	out       bytes.Buffer
-	lastBatch time.Time // when the last batch was sent
-	fo        *fanout   // what the puller pulls from itself (fanout.go)
-	held      bool      // the last catchUp held records (or a cursor advance) back
-	heldLast  uint64    // the store's last sequence number it saw then
-	heldAt    time.Time // since when something is held back
-	pushing   bool      // the first catch-up is done
+	lastBatch time.Time   // when the last batch was sent
+	hold      relayHold   // relays held back (hold.go)
+	caught    caughtState // what the last Caught frame said (caught.go)
+}
+
+// run sends everything after cursor, and then each change as the store
+// commits it, until the stream fails or ctx ends.
+func (snd *sender) run(ctx context.Context, cursor uint64) error {
+	n := snd.n
+	for {
+		last, changed := n.store.Watch()
+		if n.store.Epoch() != snd.epoch {
+			return errEpochChanged
+		}
+		if snd.hold.pending(cursor, last) {
+			var err error
+			if cursor, err = snd.catchUp(ctx, cursor, last); err != nil {
+				return err
+			}
+			continue
+		}
+		// Nothing to look at: wait for the store, the end of a hold's
+		// window or the next Caught frame, or the puller's direct list.
+		var later <-chan time.Time
+		if wait, held := snd.hold.idle(time.Now()); held {
+			later = time.After(wait)
+		} else {
+			var err error
+			if later, err = snd.sayCaught(cursor); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-changed:
+		case <-later:
+			snd.hold.wake()
+		case <-snd.fo.wake:
+			snd.hold.wake()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // catchUp sends everything after cursor, up to at least last (the store's
 // last sequence number before the caller looked), and returns the new
-// cursor. On a version 4 stream with a small backlog it may hold records
-// back (fanout.go): it then returns a cursor before them, with snd.held set.
+// cursor. It may hold records back (hold.go): it then returns a cursor
+// before them, with snd.hold.held set.
 func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, error) {
-	snd.held = false
-	// A stream's first catch-up holds nothing back: after a partition heals
-	// the puller's streams from the others may still be on connections
-	// that died, and it waits for this catch-up before it starts the rest.
-	hold := snd.version >= 4 && snd.pushing && last-cursor <= deferBacklog
+	holding := snd.hold.begin(cursor, last)
 	for {
 		// Wait before reading the store, so that nothing is read ahead of
 		// what the puller can take either.
 		if err := snd.acks.waitRoom(ctx, func() { snd.n.stats.sendWaits.Add(1) }); err != nil {
 			return cursor, err
 		}
-		p, err := snd.pass(ctx, cursor, hold)
+		p, err := snd.pass(ctx, cursor, holding)
 		if err != nil {
 			return cursor, err
 		}
-		seq := p.seq
-		if p.heldFrom != 0 {
-			if snd.heldAt.IsZero() {
-				snd.heldAt = time.Now()
-			}
-			if p.later || p.full || time.Since(snd.heldAt) >= deferWindow {
-				// Ask before sending past a held record; then send what the
-				// puller lacks.
-				if err := snd.ask(ctx, p.held); err != nil {
-					return cursor, err
-				}
-				hold = false
-				continue
-			}
-			seq = p.heldFrom - 1
-		} else if !p.full && seq < last {
-			// A pass that was not cut short has seen everything up to last:
-			// move the cursor there even if the records there were
-			// superseded (or the store numbers changes it does not list).
-			seq = last
-		}
-		held := p.heldFrom != 0
-		if hold && !held && !p.full && len(p.records) == 0 && seq > cursor {
-			// Only a cursor to move: it can wait for the next record, or
-			// for deferWindow.
-			if snd.heldAt.IsZero() {
-				snd.heldAt = time.Now()
-			}
-			if time.Since(snd.heldAt) < deferWindow {
-				snd.held = true
-				return cursor, nil
-			}
-		}
-		if seq > cursor && !(held && len(p.records) == 0) {
-			// Whole: the puller will have all of our state as of seq.
-			whole := snd.version >= 4 && !p.full && !held && !p.dropped
-			if whole {
-				now, _ := snd.n.store.Watch()
-				whole = now == seq && snd.n.store.Epoch() == snd.epoch
-			}
-			snd.out.Reset()
-			f := &wireFrame{Batch: snd.wireBatch(cursor, seq, max(seq, last), p.records, p.gaps, whole)}
-			if err := appendFrameV(&snd.out, f, snd.version); err != nil {
+		s := snd.hold.next(p.view(), cursor, last, holding, time.Now())
+		if s.ask {
+			// Ask before sending past a held record; then send what the
+			// puller lacks.
+			if err := snd.ask(ctx, p.held); err != nil {
 				return cursor, err
 			}
-			// Counted as sent before it is written: the puller may apply it
-			// and acknowledge it before the write returns here.
-			if err := snd.n.reserve(ctx, snd.st.device, seq); err != nil {
+			holding = false
+			continue
+		}
+		if s.send {
+			if err := snd.sendBatch(ctx, cursor, s.seq, last, &p, s.whole); err != nil {
 				return cursor, err
 			}
-			snd.acks.sentBatch(seq)
-			if err := snd.n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
-				return cursor, fmt.Errorf("send batch: %w", err)
-			}
-			snd.lastBatch = time.Now()
-			snd.n.stats.recordsSent.Add(uint64(len(p.records)))
-			if len(p.records) == 0 {
-				snd.n.stats.emptyBatches.Add(1)
-			}
-			for _, r := range p.records {
-				snd.n.stats.recordBytes.Add(uint64(len(r)))
-			}
-			snd.n.stats.echoesSkipped.Add(p.skipped)
-			snd.echo.drop(p.echoes)
-			cursor = seq
-			snd.n.mu.Lock()
-			snd.st.recordsOut += uint64(len(p.records))
-			snd.n.mu.Unlock()
+			cursor = s.seq
 		}
-		if held {
-			snd.held = true
-			return cursor, nil
-		}
-		if !p.full {
-			snd.heldAt, snd.pushing = time.Time{}, true
-			if snd.out.Cap() > 64<<10 {
+		if s.done {
+			if !snd.hold.held && snd.out.Cap() > 64<<10 {
 				snd.out = bytes.Buffer{} // an idle push stream keeps a small buffer
 			}
 			return cursor, nil
@@ -425,12 +321,41 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 	}
 }
 
-// wireBatch returns the batch of records (at gaps) in (cursor, seq], of a
-// store whose last sequence number is last, in the stream's version.
-func (snd *sender) wireBatch(cursor, seq, last uint64, records [][]byte, gaps []uint64, whole bool) *wireBatch {
-	if snd.version < 5 {
-		return &wireBatch{Epoch: snd.epoch, Seq: seq, Last: last, Records: records, Gaps: gaps, Whole: whole}
+// sendBatch sends the records of p as the batch (cursor, seq] of a store
+// whose last sequence number is last; whole, if the store has nothing
+// newer than seq, marks it so.
+func (snd *sender) sendBatch(ctx context.Context, cursor, seq, last uint64, p *passResult, whole bool) error {
+	n := snd.n
+	if whole {
+		now, _ := n.store.Watch()
+		whole = now == seq && n.store.Epoch() == snd.epoch
 	}
+	snd.out.Reset()
+	if err := appendFrame(&snd.out, &wireFrame{Batch: newBatch(cursor, seq, max(seq, last), p.records, p.gaps, whole)}); err != nil {
+		return err
+	}
+	// Counted as sent before it is written: the puller may apply it and
+	// acknowledge it, and whoever watches its store see it, before the
+	// write returns here. A write that fails ends the stream.
+	if err := n.reserve(ctx, snd.st.device, seq); err != nil {
+		return err
+	}
+	snd.acks.sentBatch(seq)
+	n.stats.batchSent(p)
+	n.mu.Lock()
+	snd.st.recordsOut += uint64(len(p.records))
+	n.mu.Unlock()
+	if err := n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
+		return fmt.Errorf("send batch: %w", err)
+	}
+	snd.lastBatch = time.Now()
+	snd.echo.drop(p.echoes)
+	return nil
+}
+
+// newBatch returns the batch of records (at gaps) in (cursor, seq], of a
+// store whose last sequence number is last, without what the stream fixes.
+func newBatch(cursor, seq, last uint64, records [][]byte, gaps []uint64, whole bool) *wireBatch {
 	b := &wireBatch{Seq: seq, Records: records, Gaps: gaps, Whole: whole}
 	if last > seq {
 		b.Last = last
@@ -443,8 +368,8 @@ func (snd *sender) wireBatch(cursor, seq, last uint64, records [][]byte, gaps []
 
 // trailingGaps reports whether gaps put their records at the last
 // sequence numbers of a batch that covers span numbers: all 1 but the
-// first, which brings the first record to its place. A version 5 batch
-// leaves such gaps out.
+// first, which brings the first record to its place. A batch leaves such
+// gaps out.
 func trailingGaps(gaps []uint64, span uint64) bool {
 	if len(gaps) == 0 || uint64(len(gaps)) > span || gaps[0] != span-uint64(len(gaps))+1 {
 		return false
