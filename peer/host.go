@@ -7,9 +7,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/sec"
@@ -92,17 +95,11 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 			}
 		}
 	}()
-	ps, err := pstoremem.NewPeerstore()
+	ps, err := newPeerstore(id, cfg.Identity)
 	if err != nil {
-		return nil, nil, fmt.Errorf("peerstore: %w", err)
+		return nil, nil, err
 	}
 	undo = append(undo, ps.Close)
-	if err := ps.AddPrivKey(id, cfg.Identity); err != nil {
-		return nil, nil, fmt.Errorf("peerstore: %w", err)
-	}
-	if err := ps.AddPubKey(id, cfg.Identity.GetPublic()); err != nil {
-		return nil, nil, fmt.Errorf("peerstore: %w", err)
-	}
 	// Library peers are protected from trimming (see peers.go); the
 	// watermarks only bound what a misbehaving member could open. The
 	// silence period is the manager's ticker: once a minute is plenty.
@@ -117,34 +114,11 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 	}
 	undo = append(undo, rm.Close)
 	bus := eventbus.NewBus()
-	sw, err := swarm.NewSwarm(id, ps, bus,
-		swarm.WithConnectionGater(g),
-		swarm.WithResourceManager(rm),
-		swarm.WithDialTimeout(dialTimeout),
-		swarm.WithDialTimeoutLocal(dialTimeout),
-	)
+	sw, err := newSwarm(cfg.Identity, id, ps, bus, psk, rm, g)
 	if err != nil {
-		return nil, nil, fmt.Errorf("swarm: %w", err)
+		return nil, nil, err
 	}
 	undo = append(undo, sw.Close)
-	// Noise is given the muxers, as libp2p.New does, so that it agrees on
-	// one inside its handshake instead of a round trip after it.
-	muxers := []upgrader.StreamMuxer{{ID: yamux.ID, Muxer: muxer()}}
-	security, err := noise.New(noise.ID, cfg.Identity, muxers)
-	if err != nil {
-		return nil, nil, fmt.Errorf("noise: %w", err)
-	}
-	up, err := upgrader.New([]sec.SecureTransport{security}, muxers, psk, rm, g)
-	if err != nil {
-		return nil, nil, fmt.Errorf("upgrader: %w", err)
-	}
-	tpt, err := newTCPTransport(up, rm, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("tcp transport: %w", err)
-	}
-	if err := sw.AddTransport(tpt); err != nil {
-		return nil, nil, fmt.Errorf("tcp transport: %w", err)
-	}
 	h, err := basichost.NewHost(sw, &basichost.HostOpts{EventBus: bus, ConnManager: cm})
 	if err != nil {
 		return nil, nil, fmt.Errorf("libp2p host: %w", err)
@@ -158,6 +132,57 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 		return nil
 	}
 	return h, start, nil
+}
+
+// newPeerstore is the peerstore of a host of identity key, whose id is id.
+func newPeerstore(id lpeer.ID, key crypto.PrivKey) (peerstore.Peerstore, error) {
+	ps, err := pstoremem.NewPeerstore()
+	if err != nil {
+		return nil, fmt.Errorf("peerstore: %w", err)
+	}
+	if err := ps.AddPrivKey(id, key); err != nil {
+		ps.Close()
+		return nil, fmt.Errorf("peerstore: %w", err)
+	}
+	if err := ps.AddPubKey(id, key.GetPublic()); err != nil {
+		ps.Close()
+		return nil, fmt.Errorf("peerstore: %w", err)
+	}
+	return ps, nil
+}
+
+// newSwarm is the swarm of a host: TCP, upgraded by the private network's
+// key psk, Noise and yamux, with g as its gater.
+func newSwarm(key crypto.PrivKey, id lpeer.ID, ps peerstore.Peerstore, bus event.Bus, psk pnet.PSK, rm network.ResourceManager, g *gater) (*swarm.Swarm, error) {
+	// Noise is given the muxers, as libp2p.New does, so that it agrees on
+	// one inside its handshake instead of a round trip after it.
+	muxers := []upgrader.StreamMuxer{{ID: yamux.ID, Muxer: muxer()}}
+	security, err := noise.New(noise.ID, key, muxers)
+	if err != nil {
+		return nil, fmt.Errorf("noise: %w", err)
+	}
+	up, err := upgrader.New([]sec.SecureTransport{security}, muxers, psk, rm, g)
+	if err != nil {
+		return nil, fmt.Errorf("upgrader: %w", err)
+	}
+	tpt, err := newTCPTransport(up, rm, nil)
+	if err != nil {
+		return nil, fmt.Errorf("tcp transport: %w", err)
+	}
+	sw, err := swarm.NewSwarm(id, ps, bus,
+		swarm.WithConnectionGater(g),
+		swarm.WithResourceManager(rm),
+		swarm.WithDialTimeout(dialTimeout),
+		swarm.WithDialTimeoutLocal(dialTimeout),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("swarm: %w", err)
+	}
+	if err := sw.AddTransport(tpt); err != nil {
+		sw.Close()
+		return nil, fmt.Errorf("tcp transport: %w", err)
+	}
+	return sw, nil
 }
 
 // Connection rates. libp2p's resource manager limits new connections per

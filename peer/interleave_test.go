@@ -58,114 +58,143 @@ func (l *pipeLink) cut() {
 // writes between and the restarts (a node's memory of what it and others
 // have, lost), every store ends with the same records: what a device knows
 // of others' stores (knowledge.go) never skips a record a device does not
-// have. Pulls run concurrently, so the interleavings are the
-// scheduler's.
+// have. Pulls run concurrently, so the interleavings are the scheduler's.
 func TestConvergenceUnderInterleavings(t *testing.T) {
 	lib := newLib(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		k := rapid.IntRange(3, 5).Draw(rt, "devices")
-		const keys = 8
-		devs := make([]*device, k)
-		var stores []*memStore
-		for i := range devs {
-			devs[i] = newDevice(t, fmt.Sprintf("N%d", i))
-			devs[i].start(t, lib, nil, quiet)
-			stores = append(stores, devs[i].store)
+		w := &interleaving{rt: rt, t: t, links: map[[2]int]*pipeLink{}}
+		for i := range k {
+			d := newDevice(t, fmt.Sprintf("N%d", i))
+			d.start(t, lib, nil, quiet)
+			w.devs = append(w.devs, d)
 		}
 		defer func() {
-			for _, d := range devs {
+			for _, d := range w.devs {
 				d.node.Close()
 			}
 		}()
-		r := rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 1))
-		write := func(d *device, n int) {
-			for range n {
-				randomOp(t, r, d.store, keys)
-			}
+		w.r = rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 1))
+		for _, d := range w.devs {
+			w.write(d, rapid.IntRange(0, 30).Draw(rt, "initial writes"))
 		}
-		for _, d := range devs {
-			write(d, rapid.IntRange(0, 30).Draw(rt, "initial writes"))
-		}
-		links := map[[2]int]*pipeLink{}
-		cutAll := func(pred func([2]int) bool) {
-			for pair, l := range links {
-				if pred(pair) {
-					l.cut()
-					delete(links, pair)
-				}
-			}
-		}
-		defer cutAll(func([2]int) bool { return true })
-		pair := func(label string) [2]int {
-			a := rapid.IntRange(0, k-1).Draw(rt, label+" puller")
-			b := rapid.IntRange(0, k-2).Draw(rt, label+" sender")
-			if b >= a {
-				b++
-			}
-			return [2]int{a, b}
-		}
-		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
-		for range steps {
-			switch rapid.IntRange(0, 4).Draw(rt, "action") {
-			case 0, 1: // open a stream
-				p := pair("open")
-				if links[p] == nil {
-					links[p] = openLink(devs[p[0]], devs[p[1]])
-				}
-			case 2: // cut a stream
-				p := pair("cut")
-				cutAll(func(q [2]int) bool { return q == p })
-			case 3: // write
-				write(devs[rapid.IntRange(0, k-1).Draw(rt, "writer")], rapid.IntRange(1, 10).Draw(rt, "writes"))
-			case 4: // restart: the node forgets what it knew
-				i := rapid.IntRange(0, k-1).Draw(rt, "restarted")
-				cutAll(func(q [2]int) bool { return q[0] == i || q[1] == i })
-				n := devs[i].node
-				n.kn = knowledge{}
-				n.prov = provenance{}
-				n.mu.Lock()
-				for _, st := range n.peers {
-					st.echo.reset()
-				}
-				n.mu.Unlock()
-			}
+		defer w.cut(func([2]int) bool { return true })
+		for range rapid.IntRange(1, 60).Draw(rt, "steps") {
+			w.step()
 			if rapid.Bool().Draw(rt, "let it run") {
 				time.Sleep(time.Duration(rapid.IntRange(0, 3).Draw(rt, "ms")) * time.Millisecond)
 			}
 		}
-		// Then a connected topology with no redundancy, which hides no
-		// record a device skipped: a random chain through every device,
-		// both ways, each stream opened afresh.
-		order := rapid.Permutation(slices.Collect(func(yield func(int) bool) {
-			for i := range k {
-				if !yield(i) {
-					return
-				}
-			}
-		})).Draw(rt, "chain")
-		cutAll(func([2]int) bool { return true })
-		for i := 1; i < k; i++ {
-			for _, p := range [][2]int{{order[i-1], order[i]}, {order[i], order[i-1]}} {
-				if links[p] == nil {
-					links[p] = openLink(devs[p[0]], devs[p[1]])
-				}
-			}
-		}
-		for deadline := time.Now().Add(20 * time.Second); !converged(stores...); {
-			if time.Now().After(deadline) {
-				for p, l := range links {
-					select {
-					case <-l.done:
-						rt.Logf("stream %d from %d ended: %v; its sender: %v", p[0], p[1], l.err, l.serr)
-					default:
-					}
-				}
-				for i := 1; i < k; i++ {
-					rt.Logf("N0 vs N%d: %s", i, diffStores(stores[0], stores[i]))
-				}
-				rt.Fatalf("no convergence")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		w.chain()
+		w.converge()
 	})
+}
+
+// interleaving is one run of TestConvergenceUnderInterleavings: devices
+// and the streams open between them, by (puller, sender).
+type interleaving struct {
+	rt    *rapid.T
+	t     *testing.T
+	r     *rand.Rand
+	devs  []*device
+	links map[[2]int]*pipeLink
+}
+
+const interleavingKeys = 8
+
+func (w *interleaving) write(d *device, n int) {
+	for range n {
+		randomOp(w.t, w.r, d.store, interleavingKeys)
+	}
+}
+
+// cut cuts the streams of the pairs pred picks.
+func (w *interleaving) cut(pred func([2]int) bool) {
+	for pair, l := range w.links {
+		if pred(pair) {
+			l.cut()
+			delete(w.links, pair)
+		}
+	}
+}
+
+func (w *interleaving) open(p [2]int) {
+	if w.links[p] == nil {
+		w.links[p] = openLink(w.devs[p[0]], w.devs[p[1]])
+	}
+}
+
+// pair draws a puller and another device as its sender.
+func (w *interleaving) pair(label string) [2]int {
+	k := len(w.devs)
+	a := rapid.IntRange(0, k-1).Draw(w.rt, label+" puller")
+	b := rapid.IntRange(0, k-2).Draw(w.rt, label+" sender")
+	if b >= a {
+		b++
+	}
+	return [2]int{a, b}
+}
+
+// step opens or cuts a stream, writes, or restarts a device.
+func (w *interleaving) step() {
+	k := len(w.devs)
+	switch rapid.IntRange(0, 4).Draw(w.rt, "action") {
+	case 0, 1:
+		w.open(w.pair("open"))
+	case 2:
+		p := w.pair("cut")
+		w.cut(func(q [2]int) bool { return q == p })
+	case 3:
+		w.write(w.devs[rapid.IntRange(0, k-1).Draw(w.rt, "writer")], rapid.IntRange(1, 10).Draw(w.rt, "writes"))
+	case 4: // restart: the node forgets what it knew
+		i := rapid.IntRange(0, k-1).Draw(w.rt, "restarted")
+		w.cut(func(q [2]int) bool { return q[0] == i || q[1] == i })
+		n := w.devs[i].node
+		n.kn = knowledge{}
+		n.prov = provenance{}
+		n.mu.Lock()
+		for _, st := range n.peers {
+			st.echo.reset()
+		}
+		n.mu.Unlock()
+	}
+}
+
+// chain leaves a connected topology with no redundancy, which hides no
+// record a device skipped: a random chain through every device, both ways,
+// each stream opened afresh.
+func (w *interleaving) chain() {
+	order := rapid.Permutation(slices.Collect(func(yield func(int) bool) {
+		for i := range w.devs {
+			if !yield(i) {
+				return
+			}
+		}
+	})).Draw(w.rt, "chain")
+	w.cut(func([2]int) bool { return true })
+	for i := 1; i < len(order); i++ {
+		w.open([2]int{order[i-1], order[i]})
+		w.open([2]int{order[i], order[i-1]})
+	}
+}
+
+// converge waits for every store to hold the same records.
+func (w *interleaving) converge() {
+	stores := stores(w.devs)
+	for deadline := time.Now().Add(20 * time.Second); !converged(stores...); {
+		if time.Now().After(deadline) {
+			for p, l := range w.links {
+				select {
+				case <-l.done:
+					w.rt.Logf("stream %d from %d ended: %v; its sender: %v", p[0], p[1], l.err, l.serr)
+				default:
+				}
+			}
+			for i := 1; i < len(stores); i++ {
+				w.rt.Logf("N0 vs N%d: %s", i, diffStores(stores[0], stores[i]))
+			}
+			w.rt.Fatalf("no convergence")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

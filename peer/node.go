@@ -137,25 +137,9 @@ type Node struct {
 // New starts a node: it listens, dials the static peers, and starts mDNS
 // if configured.
 func New(ctx context.Context, cfg Config) (*Node, error) {
-	switch {
-	case cfg.Identity == nil:
-		return nil, errors.New("new node: no identity key")
-	case cfg.Store == nil:
-		return nil, errors.New("new node: no store")
-	case cfg.Library.IsZero():
-		return nil, fmt.Errorf("new node: %w", ErrNoLibrary)
-	case len(cfg.Name) > crdt.MaxDeviceNameBytes:
-		return nil, fmt.Errorf("new node: device name of %d bytes exceeds %d", len(cfg.Name), crdt.MaxDeviceNameBytes)
-	}
-	static, err := lpeer.AddrInfosFromP2pAddrs(cfg.Peers...)
+	static, err := cfg.check()
 	if err != nil {
-		return nil, fmt.Errorf("new node: static peers must end in /p2p/<peer id>: %w", err)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+		return nil, fmt.Errorf("new node: %w", err)
 	}
 	psk, err := cfg.Library.psk()
 	if err != nil {
@@ -196,12 +180,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 
 	// The node outlives the ctx of New only through Close.
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	h.SetStreamHandler(RekeyProtocolID, n.handleRekey)
-	if !cfg.Restricted {
-		h.SetStreamHandler(ProtocolID, n.handleSync)
-		h.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
-		h.SetStreamHandler(ResidueProtocolID, n.handleResidues)
-	}
+	n.setHandlers()
 	// Only now can a member connect, and find every protocol served.
 	if err := start(); err != nil {
 		n.cancel()
@@ -225,6 +204,41 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// check checks cfg, fills in its defaults and returns its static peers.
+func (cfg *Config) check() ([]lpeer.AddrInfo, error) {
+	switch {
+	case cfg.Identity == nil:
+		return nil, errors.New("no identity key")
+	case cfg.Store == nil:
+		return nil, errors.New("no store")
+	case cfg.Library.IsZero():
+		return nil, ErrNoLibrary
+	case len(cfg.Name) > crdt.MaxDeviceNameBytes:
+		return nil, fmt.Errorf("device name of %d bytes exceeds %d", len(cfg.Name), crdt.MaxDeviceNameBytes)
+	}
+	static, err := lpeer.AddrInfosFromP2pAddrs(cfg.Peers...)
+	if err != nil {
+		return nil, fmt.Errorf("static peers must end in /p2p/<peer id>: %w", err)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return static, nil
+}
+
+// setHandlers serves the node's protocols: a restricted node only rekey.
+func (n *Node) setHandlers() {
+	n.host.SetStreamHandler(RekeyProtocolID, n.handleRekey)
+	if !n.cfg.Restricted {
+		n.host.SetStreamHandler(ProtocolID, n.handleSync)
+		n.host.SetStreamHandler(SummaryProtocolID, n.handleSummaries)
+		n.host.SetStreamHandler(ResidueProtocolID, n.handleResidues)
+	}
 }
 
 // spawn runs fn on a goroutine joined by Close, unless the node is closing.

@@ -47,16 +47,7 @@ func TestPullerOverPipe(t *testing.T) {
 		return &wireFrame{Caught: &wireCaught{Epoch: epoch, Seq: seq, Cursors: cursors, Full: full}}
 	}
 	x := crdt.DeviceID(77)
-	handedOver := func(t *testing.T, n *Node) {
-		if m, ok := n.kn.cursor(x); !ok || m != (mark{5, 42}) {
-			t.Errorf("cursor of X %+v, %v; want 42 of epoch 5 handed over", m, ok)
-		}
-		full := n.kn.fullMarks(0)
-		want := map[wireMark]bool{{Device: uint64(x), Epoch: 5, Seq: 40}: true, {Device: uint64(DeviceIDOf(senderDev.id)), Epoch: 7, Seq: 3}: true}
-		if len(full) != len(want) || !want[full[0]] || !want[full[1]] {
-			t.Errorf("full marks %+v, want X's at 40 and the sender's at 3", full)
-		}
-	}
+	handedOver := handedOverFrom(DeviceIDOf(senderDev.id), x)
 	tests := []struct {
 		name    string
 		script  []*wireFrame
@@ -90,56 +81,7 @@ func TestPullerOverPipe(t *testing.T) {
 			defer cancel()
 			theirs, done := pipePuller(ctx, n, senderDev.id)
 			defer theirs.Close()
-
-			fr := &frameReader{r: theirs}
-			body, err := fr.next()
-			if err != nil {
-				t.Fatalf("the puller's hello: %v", err)
-			}
-			f, err := decodeFrame(body)
-			if err != nil || f.Hello == nil {
-				t.Fatalf("the puller opened with %+v, %v", f, err)
-			}
-			acks := 0
-			for _, sf := range tc.script {
-				var b bytes.Buffer
-				if err := appendFrame(&b, sf); err != nil {
-					t.Fatal(err)
-				}
-				theirs.SetWriteDeadline(time.Now().Add(5 * time.Second))
-				if _, err := theirs.Write(b.Bytes()); err != nil {
-					break // the puller stopped reading: it refused
-				}
-				if sf.Hello != nil && sf == tc.script[0] {
-					// The puller says where to start: at its cursor, 0
-					// here.
-					theirs.SetReadDeadline(time.Now().Add(5 * time.Second))
-					if body, err := fr.next(); err == nil {
-						f, err := decodeFrame(body)
-						if err != nil || (f.Error == nil && (f.Start == nil || f.Start.Epoch != sf.Hello.Epoch || f.Start.Seq != 0)) {
-							t.Errorf("after the hellos the puller sent %+v, %v; want a Start from 0", f, err)
-						}
-						// Then the devices it pulls from itself (fanout.go).
-						if err == nil && f.Start != nil {
-							if body, err := fr.next(); err == nil {
-								if f, err := decodeFrame(body); err != nil || f.Have == nil || f.Have.List == 0 {
-									t.Errorf("after its Start the puller sent %+v, %v; want its direct list", f, err)
-								}
-							}
-						}
-					}
-				}
-				if sf.Batch != nil {
-					// Every applied batch is acknowledged before the
-					// next is read (net.Pipe has no buffer).
-					theirs.SetReadDeadline(time.Now().Add(5 * time.Second))
-					if body, err := fr.next(); err == nil {
-						if f, err := decodeFrame(body); err == nil && f.Ack != nil {
-							acks++
-						}
-					}
-				}
-			}
+			acks := playSender(t, theirs, tc.script)
 			theirs.Close()
 			if err := <-done; !errors.Is(err, tc.want) {
 				t.Errorf("the puller ended with %v, want %v", err, tc.want)
@@ -155,6 +97,77 @@ func TestPullerOverPipe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handedOverFrom checks that a node that pulled from sender got X's cursor
+// at 42 and full mark at 40 (of epoch 5) from it, and the sender's own full
+// mark at 3 (of epoch 7).
+func handedOverFrom(sender, x crdt.DeviceID) func(*testing.T, *Node) {
+	return func(t *testing.T, n *Node) {
+		if m, ok := n.kn.cursor(x); !ok || m != (mark{5, 42}) {
+			t.Errorf("cursor of X %+v, %v; want 42 of epoch 5 handed over", m, ok)
+		}
+		full := n.kn.fullMarks(0)
+		want := map[wireMark]bool{{Device: uint64(x), Epoch: 5, Seq: 40}: true, {Device: uint64(sender), Epoch: 7, Seq: 3}: true}
+		if len(full) != len(want) || !want[full[0]] || !want[full[1]] {
+			t.Errorf("full marks %+v, want X's at 40 and the sender's at 3", full)
+		}
+	}
+}
+
+// playSender plays a sender's script on the sender's end of a pipe to a
+// puller, frame by frame, checks what the puller says between them, and
+// returns how many batches it acknowledged.
+func playSender(t *testing.T, theirs net.Conn, script []*wireFrame) (acks int) {
+	t.Helper()
+	fr := &frameReader{r: theirs}
+	theirs.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if f, err := readFrame(fr); err != nil || f.Hello == nil {
+		t.Fatalf("the puller opened with %+v, %v", f, err)
+	}
+	for i, sf := range script {
+		var b bytes.Buffer
+		if err := appendFrame(&b, sf); err != nil {
+			t.Fatal(err)
+		}
+		theirs.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := theirs.Write(b.Bytes()); err != nil {
+			break // the puller stopped reading: it refused
+		}
+		if sf.Hello != nil && i == 0 {
+			// The puller says where to start (at its cursor, 0 here), and
+			// then which devices it pulls from itself (fanout.go).
+			f, err := readFrame(fr)
+			if err != nil {
+				continue
+			}
+			if f.Error == nil && (f.Start == nil || f.Start.Epoch != sf.Hello.Epoch || f.Start.Seq != 0) {
+				t.Errorf("after the hellos the puller sent %+v; want a Start from 0", f)
+			}
+			if f.Start != nil {
+				if f, err := readFrame(fr); err == nil && (f.Have == nil || f.Have.List == 0) {
+					t.Errorf("after its Start the puller sent %+v; want its direct list", f)
+				}
+			}
+		}
+		if sf.Batch != nil {
+			// Every applied batch is acknowledged before the next is read
+			// (net.Pipe has no buffer).
+			if f, err := readFrame(fr); err == nil && f.Ack != nil {
+				acks++
+			}
+		}
+	}
+	return acks
+}
+
+// readFrame reads and decodes the next frame of fr.
+func readFrame(fr *frameReader) (*wireFrame, error) {
+	body, err := fr.next()
+	if err != nil {
+		return nil, err
+	}
+	return decodeFrame(body)
 }
 
 // ones is the Gaps of a batch of n records numbered one after the other
