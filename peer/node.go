@@ -94,15 +94,13 @@ type Node struct {
 	host  host.Host
 	self  crdt.DeviceID
 	store Store
-	// checked holds the devices whose cursor into the store a send stream
-	// has checked in this run (storeWentBack), whose delivered marks
-	// reserve raises together; deliverMu guards it and serializes raising.
-	checked   map[crdt.DeviceID]bool
-	deliverMu sync.Mutex
-	sub       event.Subscription
-	disc      *discovery
-	events    *eventQueue
-	gater     *gater
+	// sends is what this node sent to whom, and the delivered marks that
+	// follow it (delivered.go).
+	sends  deliveries
+	sub    event.Subscription
+	disc   *discovery
+	events *eventQueue
+	gater  *gater
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -162,17 +160,17 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("new node: subscribe to connection events: %w", err)
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		now:     cfg.Now,
-		host:    h,
-		gater:   g,
-		self:    DeviceIDOf(h.ID()),
-		store:   cfg.Store,
-		sub:     sub,
-		events:  newEventQueue(cfg.OnEvent),
-		peers:   make(map[lpeer.ID]*peerState),
-		checked: make(map[crdt.DeviceID]bool),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		now:    cfg.Now,
+		host:   h,
+		gater:  g,
+		self:   DeviceIDOf(h.ID()),
+		store:  cfg.Store,
+		sub:    sub,
+		events: newEventQueue(cfg.OnEvent),
+		peers:  make(map[lpeer.ID]*peerState),
+		sends:  deliveries{kick: make(chan struct{}, 1)},
 		// Without mDNS there is no first round to wait for.
 		discovered: !cfg.MDNS,
 		eventsEnd:  make(chan struct{}),
@@ -190,6 +188,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
 	n.spawn(n.watchConnections)
+	n.spawn(n.markDelivered)
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -289,6 +288,10 @@ func (n *Node) Close() error {
 		// racing that teardown crashes in its dial worker (libp2p issue
 		// 1545).
 		n.wg.Wait()
+		// Every send stream has ended: the marks cover all that was sent.
+		if err := n.flushMarks(context.Background()); err != nil {
+			n.log.Warn("could not record what was sent to peers", "err", err)
+		}
 		n.closeErr = n.host.Close()
 		close(n.eventsEnd)
 		n.eventsWG.Wait()

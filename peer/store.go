@@ -37,12 +37,12 @@ type Store interface {
 	// durably (store.Store.SkipPast): for a store that a peer has pulled
 	// further than it holds.
 	SkipPast(ctx context.Context, seq uint64) error
-	// Delivered returns device dev's delivered mark: no change sent to
-	// dev is above it. MarkDelivered raises the marks of devs durably
-	// (never lowers one); a sender raises a puller's mark before it sends
-	// past it. It is how a node tells a puller's cursor into a store that
-	// went back from one into what the store still holds, across restarts
-	// (Node.Delivered).
+	// Delivered returns device dev's delivered mark: how far changes were
+	// sent to dev, as recorded durably. MarkDelivered raises the marks of
+	// devs durably (never lowers one, never past the last change); a node
+	// raises them just behind what it sends (delivered.go). It is how a
+	// node tells a puller's cursor into a store that went back from one
+	// into what the store still holds, across restarts (Node.Delivered).
 	Delivered(dev crdt.DeviceID) uint64
 	MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error
 }

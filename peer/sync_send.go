@@ -159,9 +159,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 		// puller's position means nothing here, so send everything.
 		cursor = 0
 	}
-	n.deliverMu.Lock()
-	n.checked[DeviceIDOf(remote)] = true
-	n.deliverMu.Unlock()
+	n.sends.check(DeviceIDOf(remote))
 	mine := hello{
 		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor, Caps: ourCaps,
@@ -307,7 +305,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 			continue
 		}
 		if s.send {
-			if err := snd.sendBatch(ctx, cursor, s.seq, last, &p, s.whole); err != nil {
+			if err := snd.sendBatch(cursor, s.seq, last, &p, s.whole); err != nil {
 				return cursor, err
 			}
 			cursor = s.seq
@@ -324,7 +322,7 @@ func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, er
 // sendBatch sends the records of p as the batch (cursor, seq] of a store
 // whose last sequence number is last; whole, if the store has nothing
 // newer than seq, marks it so.
-func (snd *sender) sendBatch(ctx context.Context, cursor, seq, last uint64, p *passResult, whole bool) error {
+func (snd *sender) sendBatch(cursor, seq, last uint64, p *passResult, whole bool) error {
 	n := snd.n
 	if whole {
 		now, _ := n.store.Watch()
@@ -337,9 +335,7 @@ func (snd *sender) sendBatch(ctx context.Context, cursor, seq, last uint64, p *p
 	// Counted as sent before it is written: the puller may apply it and
 	// acknowledge it, and whoever watches its store see it, before the
 	// write returns here. A write that fails ends the stream.
-	if err := n.reserve(ctx, snd.st.device, seq); err != nil {
-		return err
-	}
+	n.sends.note(snd.st.device, seq)
 	snd.acks.sentBatch(seq)
 	n.stats.batchSent(p)
 	n.mu.Lock()
@@ -380,66 +376,6 @@ func trailingGaps(gaps []uint64, span uint64) bool {
 		}
 	}
 	return true
-}
-
-// storeWentBack checks a puller's cursor into our store's epoch against
-// how far it can have pulled it (Delivered). A cursor past that is from a
-// state of our store that is gone: it went back under the same epoch (its
-// whole data directory restored from an old copy, journal and all, or its
-// last changes before a power cut lost; store.Store.SkipPast). Then our
-// changes since the copy may sit at sequence numbers the puller has
-// passed, so this puller gets everything again, and the store numbers its
-// later changes past the cursor, so that no other device that saw the
-// lost state passes them either. It returns where to send from.
-func (n *Node) storeWentBack(ctx context.Context, remote lpeer.ID, cursor uint64) (uint64, error) {
-	known := n.Delivered(DeviceIDOf(remote))
-	if cursor <= known {
-		return cursor, nil
-	}
-	last, _ := n.store.Watch()
-	n.log.Warn("a peer has pulled this device's store further than it now holds (restored from an old copy?); numbering later changes after its cursor and sending it everything",
-		"peer", remote, "its_cursor", cursor, "our_last", last, "known", known)
-	if err := n.store.SkipPast(ctx, cursor); err != nil {
-		return 0, fmt.Errorf("number changes after a peer's cursor: %w", err)
-	}
-	return 0, nil
-}
-
-// Delivered returns how far device dev can have merged this device's
-// store, if the store never went back: its delivered mark for dev
-// (Store.Delivered). A cursor of dev's into this store's epoch past it is
-// from a state of the store that is gone (storeWentBack), and says
-// nothing of what dev holds of the store now.
-func (n *Node) Delivered(dev crdt.DeviceID) uint64 { return n.store.Delivered(dev) }
-
-// reserve raises dev's delivered mark before a batch up to seq is sent to
-// it. It raises the marks of every device checked in this run with it, to
-// the store's last change, so that one durable write covers every batch
-// to every puller until the store changes again. That is no looser for
-// the others: a checked device's cursor into the store only moves by what
-// the store sends it, all of the store as it is now, and a store that goes
-// back brings back its marks of then.
-func (n *Node) reserve(ctx context.Context, dev crdt.DeviceID, seq uint64) error {
-	if seq <= n.store.Delivered(dev) {
-		return nil
-	}
-	n.deliverMu.Lock()
-	defer n.deliverMu.Unlock()
-	if seq <= n.store.Delivered(dev) {
-		return nil
-	}
-	devs := make([]crdt.DeviceID, 0, len(n.checked)+1)
-	devs = append(devs, dev)
-	for d := range n.checked {
-		if d != dev {
-			devs = append(devs, d)
-		}
-	}
-	last, _ := n.store.Watch()
-	if err := n.store.MarkDelivered(ctx, max(seq, last), devs...); err != nil {
-		return fmt.Errorf("record what is sent: %w", err)
-	}
-	return nil
 }
 
 // noteRegression checks a puller's hello against our cursor into its store.

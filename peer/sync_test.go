@@ -294,9 +294,9 @@ func TestRestoredSenderWritesPastCursor(t *testing.T) {
 			a.start(t, lib, nil)
 			b.start(t, lib, a.node.Addrs())
 			poll.Until(t, "initial sync", 10*time.Second, func() bool { return mergedAll(b.node, a) })
-			if got := a.store.Delivered(DeviceIDOf(b.id)); got < 200 {
-				t.Fatalf("A's delivered mark is %d after sending B 200 records", got)
-			}
+			poll.Until(t, "A's delivered mark to cover the 200 records sent to B", 10*time.Second, func() bool {
+				return a.store.Delivered(DeviceIDOf(b.id)) >= 200
+			})
 			b.stop(t)
 			a.stop(t)
 

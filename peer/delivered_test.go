@@ -1,0 +1,51 @@
+package peer
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
+)
+
+// slowMarks is a memStore whose durable marks wait for open to be closed,
+// as a disk's sync would.
+type slowMarks struct {
+	*memStore
+	open chan struct{}
+}
+
+func (s *slowMarks) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.memStore.MarkDelivered(ctx, seq, devs...)
+}
+
+// A push goes out without waiting for the durable mark that records it;
+// the node counts it as sent at once (Node.Delivered), and the mark
+// follows.
+func TestPushDoesNotWaitForMark(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	slow := &slowMarks{memStore: a.store, open: make(chan struct{})}
+	a.start(t, lib, nil, quiet, func(c *Config) { c.Store = slow })
+	b.start(t, lib, a.node.Addrs(), quiet)
+	poll.Until(t, "B to connect", 10*time.Second, func() bool { return connectedTo(b.node, a.id) })
+	if err := a.store.setPosition(bookKey(1), 42); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "the push on B while A's mark waits", 10*time.Second, func() bool { return converged(a.store, b.store) })
+	last, _ := a.store.Watch()
+	if got := a.node.Delivered(DeviceIDOf(b.id)); got < last {
+		t.Errorf("A counts %d as delivered to B after sending it %d", got, last)
+	}
+	if got := a.store.Delivered(DeviceIDOf(b.id)); got != 0 {
+		t.Fatalf("A's durable mark for B is %d before its write finished", got)
+	}
+	close(slow.open)
+	poll.Until(t, "A's mark to follow", 10*time.Second, func() bool { return a.store.Delivered(DeviceIDOf(b.id)) >= last })
+}
