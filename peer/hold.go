@@ -1,6 +1,9 @@
 package peer
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // relayHold is, for one send stream, the state of holding relays back
 // (fanout.go): whether the stream may hold anything yet, whether its last
@@ -19,10 +22,11 @@ import "time"
 //   - while held, the stream looks at the store again only when it has
 //     something new, the window ends, or the puller's direct list changes.
 type relayHold struct {
-	pushing bool      // the first catch-up is done: holding is allowed
-	held    bool      // the last catch-up held records, or a bare cursor advance, back
-	last    uint64    // the store's last sequence number that catch-up saw
-	since   time.Time // when the current hold began; zero while nothing is held
+	window  time.Duration // deferWindow, unless a test sets another
+	pushing bool          // the first catch-up is done: holding is allowed
+	held    bool          // the last catch-up held records, or a bare cursor advance, back
+	last    uint64        // the store's last sequence number that catch-up saw
+	since   time.Time     // when the current hold began; zero while nothing is held
 }
 
 // pending reports whether the store, whose last sequence number is last,
@@ -110,7 +114,7 @@ func (h *relayHold) idle(now time.Time) (time.Duration, bool) {
 		h.pushing = true
 		return 0, false
 	}
-	return h.since.Add(deferWindow).Sub(now), true
+	return h.since.Add(h.win()).Sub(now), true
 }
 
 // wake ends the wait of a hold: its window ended, or the puller's direct
@@ -123,4 +127,6 @@ func (h *relayHold) start(now time.Time) {
 	}
 }
 
-func (h *relayHold) expired(now time.Time) bool { return now.Sub(h.since) >= deferWindow }
+func (h *relayHold) expired(now time.Time) bool { return now.Sub(h.since) >= h.win() }
+
+func (h *relayHold) win() time.Duration { return cmp.Or(h.window, deferWindow) }

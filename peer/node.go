@@ -82,6 +82,8 @@ type Config struct {
 
 	// caughtEvery, if set, replaces defaultCaughtEvery (tests).
 	caughtEvery time.Duration
+	// deferWindow, if set, replaces deferWindow (tests).
+	deferWindow time.Duration
 }
 
 // Node is one device's presence on the library's private network: a libp2p

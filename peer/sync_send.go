@@ -186,7 +186,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 	n.mu.Unlock()
 	snd := &sender{
 		n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have,
-		acks: newStreamAcks(cursor), fo: newFanout(),
+		acks: newStreamAcks(cursor), fo: newFanout(), hold: relayHold{window: n.cfg.deferWindow},
 	}
 	return snd, cursor, false, nil
 }
