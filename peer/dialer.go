@@ -19,8 +19,9 @@ import (
 // once per discovery, subject to the same backoff. A member that was just
 // lost is redialled every reconnectCap for reconnectWindow, so that a healed
 // network or a device back from a short trip is found within seconds;
-// after that it waits like any other address. Every dial bypasses libp2p's own dial backoff (whose 5 s
-// floor would swallow our first retries) and is bounded by dialTimeout.
+// after that it waits like any other address. Every dial bypasses
+// libp2p's own dial backoff (whose 5 s floor would swallow our first
+// retries) and is bounded by dialTimeout.
 // A failing address is logged once, at warning level, until it works again:
 // a stranger (another library's key) looks exactly like a failing address.
 
