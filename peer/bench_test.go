@@ -1,11 +1,16 @@
 package peer
 
 import (
+	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
 )
 
@@ -105,12 +110,27 @@ func BenchmarkReconnectOneChange(b *testing.B) {
 }
 
 // A local write on one device until the other device's store has applied
-// it: p50 and p99 over 1,000 writes, on loopback.
+// it: p50 and p99 over 1,000 writes, on loopback. With durable stores
+// (durableStore), every write a store makes durable costs a sync of a file
+// first, as the real store's do: what the sync protocol adds to a change's
+// way besides the two stores' own commits shows.
 func BenchmarkPushLatency(b *testing.B) {
+	b.Run("memory", func(b *testing.B) { benchPushLatency(b, false) })
+	b.Run("durable", func(b *testing.B) { benchPushLatency(b, true) })
+}
+
+func benchPushLatency(b *testing.B, durable bool) {
 	lib := newLib(b)
 	a, d := filledDevice(b, "A", 1000), newDevice(b, "B")
-	a.start(b, lib, nil, quiet)
-	d.start(b, lib, a.node.Addrs(), quiet)
+	opt := func(dev *device) func(*Config) {
+		return func(c *Config) {
+			if durable {
+				c.Store = newDurableStore(b, dev.store)
+			}
+		}
+	}
+	a.start(b, lib, nil, quiet, opt(a))
+	d.start(b, lib, a.node.Addrs(), quiet, opt(d))
 	poll.Until(b, "initial sync", time.Minute, func() bool { return mergedAll(a.node, d) && mergedAll(d.node, a) })
 	var lat []time.Duration
 	n := 0
@@ -144,4 +164,52 @@ func BenchmarkPushLatency(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// durableStore is a memStore whose durable writes (ApplyRemote,
+// MarkDelivered, SkipPast) first write and sync a file, so that they cost
+// what a disk's sync costs.
+type durableStore struct {
+	*memStore
+	mu sync.Mutex
+	f  *os.File
+}
+
+func newDurableStore(t testing.TB, s *memStore) *durableStore {
+	f, err := os.Create(filepath.Join(t.TempDir(), "journal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &durableStore{memStore: s, f: f}
+}
+
+func (s *durableStore) sync() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.f.Write(make([]byte, 64)); err != nil {
+		return err
+	}
+	return s.f.Sync()
+}
+
+func (s *durableStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error {
+	if err := s.sync(); err != nil {
+		return err
+	}
+	return s.memStore.ApplyRemote(ctx, from, epoch, seq, entries)
+}
+
+func (s *durableStore) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
+	if err := s.sync(); err != nil {
+		return err
+	}
+	return s.memStore.MarkDelivered(ctx, seq, devs...)
+}
+
+func (s *durableStore) SkipPast(ctx context.Context, seq uint64) error {
+	if err := s.sync(); err != nil {
+		return err
+	}
+	return s.memStore.SkipPast(ctx, seq)
 }

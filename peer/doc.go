@@ -42,10 +42,12 @@
 //	/danyue/residues/1.0.0  what is left of collected books (residues.go)
 //
 // There is no version to negotiate. An ability added later is an optional
-// field (a new map key, which every decoder here skips when it does not
-// know it) or a new kind of frame, and a new kind of frame is sent only to
-// a peer whose hello sets the capability bit that announces it; a build
-// ignores the bits it does not know. That is how Syncthing's block exchange
+// field (a new map key, which the decoders of sync frames and rekey offers
+// skip when they do not know it) or a new kind of frame, and a new kind of
+// frame is sent only to a peer whose hello sets the capability bit that
+// announces it; a build ignores the bits it does not know. (The records
+// and summaries the protocols carry are crdt's encodings, which carry
+// their own version.) That is how Syncthing's block exchange
 // protocol has stayed at version 1. A change that an older build could not
 // read past would need a protocol of another id; a build that speaks none
 // of a peer's ids meets libp2p's "protocols not supported" before any
@@ -78,10 +80,10 @@
 // library id, and that the device id is the one of the authenticated peer,
 // and answers with its own Hello (from: where its batches start; 0 when the
 // puller's cursor is of another epoch of its store, or past what it can
-// have sent the puller (its store's delivered mark for the puller:
-// Node.Delivered), when its store went back under the same epoch, after
-// which it numbers its later changes past that cursor) or with an Error
-// frame and closes. A puller told 0 under the same epoch starts from 0,
+// have sent the puller (Node.Delivered: what it sent in this run, or its
+// store's delivered mark for the puller; delivered.go), when its store
+// went back under the same epoch, after which it numbers its later changes
+// past that cursor) or with an Error frame and closes. A puller told 0 under the same epoch starts from 0,
 // whatever its marks say. A puller's hello also says how far its own store
 // goes: if that is behind our cursor into the same epoch, its store was
 // restored from an old copy, and our pull from it starts over from 0. Both
