@@ -13,8 +13,7 @@ const (
 	KindDevice         Kind = 2
 	KindKosyncUser     Kind = 3
 	KindKosyncProgress Kind = 4
-	// KindKosyncLink records are sent only on sync streams of protocol 3
-	// and later, which know them.
+	// KindKosyncLink records tie a KOReader document to a book.
 	KindKosyncLink Kind = 5
 )
 

@@ -5,8 +5,7 @@ import (
 	"slices"
 )
 
-// KindMember records are sent only on sync streams of protocol 4 and later,
-// which know them.
+// KindMember records hold who belongs to a library.
 const KindMember Kind = 6
 
 // LibraryID names a library; it is not secret. A member record belongs to

@@ -38,9 +38,8 @@ type SyncPeer struct {
 	Name   string
 	// Reached: connected, and the sync streams said hello.
 	Reached bool
-	// CaughtUp: this device has merged everything of the peer and, if the
-	// peer acknowledges (sync protocol 2), it has merged everything of this
-	// device.
+	// CaughtUp: this device has merged everything of the peer, and the
+	// peer has acknowledged merging everything of this device.
 	CaughtUp       bool
 	Received, Sent uint64
 	// Err is why the peer could not be reached, if it was not.
