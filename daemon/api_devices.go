@@ -58,18 +58,16 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 	for _, n := range m.Names {
 		out.Names = append(out.Names, api.MemberName{Name: n.Value, Since: rfc3339(n.At.Wall)})
 	}
-	d.mu.Lock()
 	if !m.Added.IsZero() {
 		by, at := m.AddedBy.String(), rfc3339(m.Added.Wall)
 		out.AddedBy, out.AddedAt = &by, &at
-		out.AddedByName = d.nameAtLocked(crdt.Timestamp{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: m.AddedBy})
+		out.AddedByName = d.names.at(crdt.Timestamp{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: m.AddedBy})
 	}
 	if m.IsRemoved() {
 		by, at := m.Removed.Device.String(), rfc3339(m.Removed.Wall)
 		out.RemovedBy, out.RemovedAt = &by, &at
-		out.RemovedByName = d.nameAtLocked(m.Removed)
+		out.RemovedByName = d.names.at(m.Removed)
 	}
-	d.mu.Unlock()
 	if !out.Self && !out.Removed {
 		cursor, behind, holding, known := d.collectionView(m.ID)
 		out.Collection = &api.MemberCollection{Cursor: cursor, Behind: behind, Summary: known, Holding: holding}

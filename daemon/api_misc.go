@@ -37,11 +37,9 @@ func (d *Daemon) status() api.Status {
 			st.Counts.PeersConnected++
 		}
 	}
-	d.mu.Lock()
-	st.Device = api.Device{ID: d.self.String(), Name: d.names[d.self]}
-	st.Counts.Books, st.Counts.Deleted = d.visible, d.deleted
-	node := d.node
-	d.mu.Unlock()
+	st.Device = api.Device{ID: d.self.String(), Name: d.names.get(d.self)}
+	st.Counts.Books, st.Counts.Deleted = d.counts.get()
+	node := d.net.current()
 	st.Counts.LocalChanges = d.store.LastSeq()
 	st.HTTP, st.Kosync = d.HTTPAddr(), d.KosyncAddr()
 	if st.Kosync != "" {
@@ -69,9 +67,7 @@ func (d *Daemon) handlePeers(w http.ResponseWriter, r *http.Request) error {
 const clockWarnAfter = time.Minute
 
 func (d *Daemon) peers() []api.Peer {
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
+	node := d.net.current()
 	out := []api.Peer{}
 	if node == nil {
 		return out
@@ -192,9 +188,7 @@ func (d *Daemon) daily(ctx context.Context, days int) (api.Daily, error) {
 }
 
 func (d *Daemon) handleInvite(w http.ResponseWriter, r *http.Request) error {
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
+	node := d.net.current()
 	if node == nil {
 		return errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the peer network is not running")
 	}
@@ -227,11 +221,7 @@ func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
 func (d *Daemon) join(ctx context.Context, inv peer.Invite) error {
 	d.joinMu.Lock()
 	defer d.joinMu.Unlock()
-	d.mu.Lock()
-	old := d.node
-	d.node = nil
-	d.mu.Unlock()
-	if old != nil {
+	if old := d.net.take(false); old != nil {
 		if err := old.Close(); err != nil {
 			d.log.Warn("stop peer network for join", "err", err)
 		}

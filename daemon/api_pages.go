@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"hash/fnv"
 	"net/http"
 	"strconv"
 
@@ -159,7 +158,7 @@ func (d *Daemon) servePage(w http.ResponseWriter, r *http.Request, q store.PageQ
 		}
 		tag = binary.BigEndian.AppendUint64(tag, d.store.Epoch())
 		tag = binary.BigEndian.AppendUint64(tag, uint64(q.Limit))
-		tag = binary.BigEndian.AppendUint64(tag, d.namesHash())
+		tag = binary.BigEndian.AppendUint64(tag, d.names.digest())
 		items := make([]byte, 0, len(p.Items)*42)
 		for _, it := range p.Items {
 			items = binary.BigEndian.AppendUint64(append(items, byte(len(it.ID))), it.Seq)
@@ -206,31 +205,4 @@ func (d *Daemon) streamShelf(w http.ResponseWriter, r *http.Request, q store.Pag
 		}
 		q.After = next
 	}
-}
-
-// namesHash is a digest of the device names books are shown with (the
-// newest names and the name histories), which change without the books
-// changing.
-func (d *Daemon) namesHash() uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var sum uint64
-	for id, name := range d.names {
-		h := fnv.New64a()
-		h.Write(binary.BigEndian.AppendUint64(nil, uint64(id)))
-		h.Write([]byte(name))
-		sum += h.Sum64() // order-free: maps have none
-	}
-	for id, names := range d.history {
-		h := fnv.New64a()
-		h.Write(binary.BigEndian.AppendUint64([]byte{'h'}, uint64(id)))
-		for _, n := range names {
-			h.Write(binary.BigEndian.AppendUint64(nil, n.At.Wall))
-			h.Write(binary.BigEndian.AppendUint32(nil, n.At.Logical))
-			h.Write([]byte(n.Value))
-			h.Write([]byte{0})
-		}
-		sum += h.Sum64()
-	}
-	return sum
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -33,30 +34,53 @@ type clockWarn struct {
 	name    string         // the writer's name, when noted
 }
 
-// noteAheadLocked records that ts arrived from via ahead ms ahead of the
-// local clock, and reports whether its writer had no warning yet (the caller
-// logs it then). Callers hold d.mu.
-func (d *Daemon) noteAheadLocked(ts crdt.Timestamp, ahead uint64, via crdt.DeviceID) (clockWarn, bool) {
-	w, known := d.clockWarns[ts.Device]
-	if !known && len(d.clockWarns) >= maxClockWarns {
+// clockWarnings are the writers whose records arrived stamped ahead of the
+// clock. It has a lock of its own: batches from peers add to it on the
+// peer layer's goroutines while the API reads it.
+type clockWarnings struct {
+	mu       sync.Mutex
+	byWriter map[crdt.DeviceID]clockWarn
+}
+
+// note records that ts arrived from via ahead ms ahead of the local clock,
+// from a writer then called name, and reports whether its writer had no
+// warning yet (the caller logs it then).
+func (c *clockWarnings) note(ts crdt.Timestamp, ahead uint64, via crdt.DeviceID, name string) (clockWarn, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, known := c.byWriter[ts.Device]
+	if !known && len(c.byWriter) >= maxClockWarns {
 		return w, false
+	}
+	if c.byWriter == nil {
+		c.byWriter = make(map[crdt.DeviceID]clockWarn)
 	}
 	if !known || ahead > w.aheadMs {
 		w = clockWarn{stamp: ts, aheadMs: ahead, via: via}
 	}
-	w.name = d.names[ts.Device]
-	d.clockWarns[ts.Device] = w
+	w.name = name
+	c.byWriter[ts.Device] = w
 	return w, !known
+}
+
+// list returns the warnings, one per writer.
+func (c *clockWarnings) list() []clockWarn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]clockWarn, 0, len(c.byWriter))
+	for _, w := range c.byWriter {
+		out = append(out, w)
+	}
+	return out
 }
 
 // clockWarnings returns the warnings for GET /v1/status, the writers'
 // current names filled in.
 func (d *Daemon) clockWarnings() []api.ClockWarning {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	out := []api.ClockWarning{}
-	for dev, w := range d.clockWarns {
-		name := d.names[dev]
+	for _, w := range d.warns.list() {
+		dev := w.stamp.Device
+		name := d.names.get(dev)
 		who := name
 		if who == "" {
 			who = "device " + dev.String()

@@ -139,7 +139,7 @@ func (d *Daemon) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		}
 	}
 	if hand {
-		d.wg.Go(func() { d.handResidues(from, handEpoch) })
+		d.spawn(func() { d.handResidues(from, handEpoch) })
 	}
 	if added {
 		d.coll.wake()
@@ -154,11 +154,7 @@ func (c *collector) wake() {
 	}
 }
 
-func (d *Daemon) currentNode() *peer.Node {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.node
-}
+func (d *Daemon) currentNode() *peer.Node { return d.net.current() }
 
 // collectLoop runs until the daemon closes.
 func (d *Daemon) collectLoop() {
@@ -197,10 +193,7 @@ func (d *Daemon) collectLoop() {
 // current member holds.
 func (d *Daemon) collectRound(ctx context.Context) {
 	d.forgetCursors(ctx)
-	d.mu.Lock()
-	at := d.clock.Now(d.wallMs())
-	d.mu.Unlock()
-	own, err := d.store.Summary(ctx, d.self, at)
+	own, err := d.store.Summary(ctx, d.self, d.stamp())
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("collection: read this device's summary", "err", err)
@@ -348,9 +341,7 @@ func (d *Daemon) purge(ctx context.Context, list []crdt.Summary) {
 	// instead would be wrong while a batch is between its commit and
 	// changed (a pull from a peer): they include it, and changed would
 	// count it again.
-	d.mu.Lock()
-	d.deleted -= books
-	d.mu.Unlock()
+	d.counts.add(0, -books)
 	d.coll.mu.Lock()
 	d.coll.collected += books
 	d.coll.freed += freed
@@ -419,21 +410,4 @@ func (d *Daemon) onResidues(ctx context.Context, from crdt.DeviceID, entries []c
 		return fmt.Errorf("residues from device %s, which was removed from the library", from)
 	}
 	return d.applyFrom(ctx, from, entries, nil)
-}
-
-// untilClosing returns a context that ends when the daemon starts closing,
-// or after timeout if it is not 0.
-func (d *Daemon) untilClosing(timeout time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(context.Background(), timeout)
-	}
-	go func() {
-		select {
-		case <-d.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }

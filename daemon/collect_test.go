@@ -222,8 +222,8 @@ func TestSummariesOutliveARestart(t *testing.T) {
 	poll.Until(t, "A to have everyone's summary", 20*time.Second, func() bool { return len(holding(t, a)) == 0 })
 	// Without mDNS in tests, the phone finds the restarted laptop (same
 	// ports) as a static peer.
-	for _, addr := range a.node.ListenAddrs() {
-		b.cfg.Peers = append(b.cfg.Peers, addr.String()+"/p2p/"+a.node.ID().String())
+	for _, addr := range a.net.current().ListenAddrs() {
+		b.cfg.Peers = append(b.cfg.Peers, addr.String()+"/p2p/"+a.net.current().ID().String())
 	}
 	b = restart(t, b, func() {
 		deleteBooks(t, a, n)

@@ -95,32 +95,41 @@ type Daemon struct {
 	readToken string
 	hub       *hub
 
-	mu      sync.Mutex // guards the fields below
-	clock   *crdt.Clock
-	names   map[crdt.DeviceID]string
-	history map[crdt.DeviceID][]crdt.Text // names over time (members.go)
-	node    *peer.Node
-	// previous are the restricted nodes on superseded secrets, and
-	// onCurrent the members seen on the current one (rotate.go).
-	previous  []*peer.Node
-	onCurrent map[crdt.DeviceID]bool
-	meet      []multiaddr.Multiaddr // where members on losing secrets listen
+	// Each concern below has a lock of its own, guarding it alone; none
+	// is held while another is taken, except the member set's, which is
+	// taken under the parked offers' lock (rotate.go). joinMu, which
+	// serialises whatever replaces the nodes (joins, rotations), is taken
+	// before any of them and held across network I/O.
+
+	clock hlc         // the hybrid logical clock (clock.go)
+	names deviceNames // the devices' names and name histories (names.go)
+	// counts are the books on the shelf and those with a winning
+	// tombstone.
+	counts shelfCounts
+	// warns are the writers whose records arrived stamped ahead of the
+	// clock (clockwarn.go).
+	warns clockWarnings
+	// net is the peer nodes: the main one and the restricted ones on
+	// superseded secrets (nodes.go, rotate.go).
+	net peerNodes
 	// parked are new secrets offered by devices not known as members yet,
 	// taken once their membership arrives (rotate.go).
-	parked  map[crdt.DeviceID]peer.Rekey
-	visible int // books on the shelf
-	deleted int // books with a winning tombstone
-	// clockWarns: the writers whose records arrived stamped ahead of the
-	// clock (clockwarn.go).
-	clockWarns map[crdt.DeviceID]clockWarn
-
+	parked parkedOffers
 	// members is the member set of the library (members.go), which the
 	// peer layer's gater reads.
 	members memberSet
 
-	joinMu  sync.Mutex // serialises joins, which swap the node
-	pairs   pairings   // the open short-code invitation (pairing.go)
-	closing chan struct{}
+	joinMu sync.Mutex // serialises joins and rotations, which swap the nodes
+	pairs  pairings   // the open short-code invitation (pairing.go)
+	// life ends when Close starts: closing is its Done, and contexts made
+	// by untilClosing end with it.
+	life    context.Context
+	stop    context.CancelFunc
+	closing <-chan struct{}
+	// spawnMu orders spawn against Close: no goroutine is added to wg
+	// once Close has started waiting for them.
+	spawnMu sync.Mutex
+	closed  bool
 	// closeOnce makes Close idempotent; closeErr is what the first returned.
 	closeOnce sync.Once
 	closeErr  error
@@ -171,18 +180,17 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{
-		cfg:        cfg,
-		early:      lns,
-		log:        cfg.Logger,
-		store:      st,
-		hub:        newHub(),
-		names:      make(map[crdt.DeviceID]string),
-		history:    make(map[crdt.DeviceID][]crdt.Text),
-		clockWarns: make(map[crdt.DeviceID]clockWarn),
-		serveErr:   make(chan error, 2),
-		closing:    make(chan struct{}),
-		coll:       newCollector(),
+		cfg:      cfg,
+		early:    lns,
+		log:      cfg.Logger,
+		store:    st,
+		hub:      newHub(),
+		names:    newDeviceNames(),
+		serveErr: make(chan error, 2),
+		coll:     newCollector(),
 	}
+	d.life, d.stop = context.WithCancel(context.Background())
+	d.closing = d.life.Done()
 	if err := d.init(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -241,8 +249,8 @@ func (d *Daemon) init(ctx context.Context) error {
 	// it only as far as it would have followed it live (crdt.MaxAhead), or
 	// one such record would pin it again at every restart. Writes to that
 	// record still order after it (Daemon.write).
-	d.clock = crdt.NewClock(d.self, crdt.Timestamp{})
-	d.clock.Observe(d.store.ClockHighWater(), d.wallMs())
+	d.clock.c = crdt.NewClock(d.self, crdt.Timestamp{})
+	d.clock.c.Observe(d.store.ClockHighWater(), d.wallMs())
 	if err := d.loadState(ctx); err != nil {
 		return err
 	}
@@ -250,7 +258,7 @@ func (d *Daemon) init(ctx context.Context) error {
 	// service manager does it, without flags) renames nothing. A new device
 	// takes the hostname.
 	if d.cfg.Name == "" {
-		d.cfg.Name = d.names[d.self]
+		d.cfg.Name = d.names.get(d.self)
 	}
 	if d.cfg.Name == "" {
 		d.cfg.Name, _ = os.Hostname()
@@ -258,7 +266,7 @@ func (d *Daemon) init(ctx context.Context) error {
 	if d.cfg.Name == "" {
 		d.cfg.Name = "danyue"
 	}
-	if d.names[d.self] != d.cfg.Name {
+	if d.names.get(d.self) != d.cfg.Name {
 		if err := d.renameSelf(ctx, d.cfg.Name); err != nil {
 			return fmt.Errorf("set device name: %w", err)
 		}
@@ -293,7 +301,7 @@ func (d *Daemon) loadIdentity(ctx context.Context) (crypto.PrivKey, error) {
 // counts as the store keeps them (no scan of the books, however many).
 func (d *Daemon) loadState(ctx context.Context) error {
 	if err := d.store.Scan(ctx, crdt.KindDevice, func(e crdt.Entry) error {
-		d.names[e.Device.ID] = e.Device.Name.Value
+		d.names.set(e.Device.ID, e.Device.Name.Value)
 		return nil
 	}); err != nil {
 		return err
@@ -302,7 +310,7 @@ func (d *Daemon) loadState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.visible, d.deleted = int(visible), int(deleted)
+	d.counts.add(int(visible), int(deleted))
 	return nil
 }
 
@@ -363,17 +371,11 @@ func (d *Daemon) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mult
 	if err != nil {
 		return fmt.Errorf("start peer network: %w", err)
 	}
-	d.mu.Lock()
-	select {
-	case <-d.closing:
+	if !d.net.publish(node) {
 		// Close ran while a join was restarting the network.
-		d.mu.Unlock()
 		node.Close()
 		return errors.New("daemon is shutting down")
-	default:
 	}
-	d.node = node
-	d.mu.Unlock()
 	return nil
 }
 
@@ -398,30 +400,54 @@ func (d *Daemon) Close() error {
 }
 
 func (d *Daemon) close() error {
-	d.mu.Lock()
-	close(d.closing) // ends event streams, which Shutdown would wait for
-	d.mu.Unlock()
+	d.spawnMu.Lock()
+	d.closed = true
+	d.stop() // ends event streams, which Shutdown would wait for
+	d.spawnMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, s := range d.servers {
 		_ = s.Shutdown(ctx)
 	}
-	d.wg.Wait()
+	// An open invitation ends first: the goroutine that waits for it is
+	// one of those waited for.
 	d.pairs.close()
-	d.mu.Lock()
-	node := d.node
-	d.node = nil
-	d.mu.Unlock()
+	d.wg.Wait()
+	node, previous := d.net.close()
 	var errs []error
 	if node != nil {
 		errs = append(errs, node.Close())
 	}
-	d.closePreviousLocked()
+	for _, n := range previous {
+		if err := n.Close(); err != nil {
+			d.log.Warn("stop a node on a previous secret", "err", err)
+		}
+	}
 	errs = append(errs, d.store.Close())
 	if !d.cfg.NoSocket {
 		removeLocal(d.cfg.Socket)
 	}
 	return errors.Join(errs...)
+}
+
+// spawn runs fn on a goroutine Close waits for, unless the daemon is
+// closing.
+func (d *Daemon) spawn(fn func()) {
+	d.spawnMu.Lock()
+	defer d.spawnMu.Unlock()
+	if d.closed {
+		return
+	}
+	d.wg.Go(fn)
+}
+
+// untilClosing returns a context that ends when the daemon starts closing,
+// or after timeout if it is not 0.
+func (d *Daemon) untilClosing(timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout > 0 {
+		return context.WithTimeout(d.life, timeout)
+	}
+	return context.WithCancel(d.life)
 }
 
 // Err returns a channel that receives an error if an API listener fails
@@ -436,12 +462,10 @@ func (d *Daemon) Device() crdt.DeviceID { return d.self }
 func (d *Daemon) Socket() string { return d.cfg.Socket }
 
 func (d *Daemon) nodeID() libp2ppeer.ID {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.node == nil {
-		return ""
+	if node := d.net.current(); node != nil {
+		return node.ID()
 	}
-	return d.node.ID()
+	return ""
 }
 
 // now is the daemon's wall clock, shifted by DANYUE_CLOCK_OFFSET.

@@ -24,7 +24,7 @@ import (
 func TestLossHealsFromPeer(t *testing.T) {
 	a := startDaemon(t, func(c *Config) { c.Name = "A" })
 	var aAddrs []string
-	for _, m := range a.node.Addrs() {
+	for _, m := range a.net.current().Addrs() {
 		aAddrs = append(aAddrs, m.String())
 	}
 	ctx := ctxT(t)

@@ -59,9 +59,7 @@ func (d *Daemon) leave(ctx context.Context) (api.Left, error) {
 func (d *Daemon) waitDelivered(ctx context.Context) bool {
 	var had map[crdt.DeviceID]bool
 	for {
-		d.mu.Lock()
-		node := d.node
-		d.mu.Unlock()
+		node := d.net.current()
 		if node == nil {
 			return false
 		}

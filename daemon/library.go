@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -18,9 +19,7 @@ import (
 
 // stamp returns a new timestamp from the hybrid clock.
 func (d *Daemon) stamp() crdt.Timestamp {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.clock.Now(d.wallMs())
+	return d.clock.now(d.wallMs())
 }
 
 // write applies one local write to a record durably. build makes the change
@@ -178,64 +177,87 @@ func bookID(key crdt.BookKey) []byte {
 // events of a committed batch. Events are for what other devices did: the
 // app that made a local change already knows.
 func (d *Daemon) changed(changes []store.Change, remote bool) {
-	var events []Event
+	var (
+		books []*crdt.Book // visible now, or deleted by this batch
+		news  memberNews
+		// The batch moves the counts at once, so that they never show
+		// part of it.
+		visible, deleted int
+	)
 	// A client that subscribes meanwhile did so after these changes.
 	publish := remote && d.hub.active()
-	var news memberNews
-	d.mu.Lock()
 	for i := range changes {
 		c := &changes[i]
 		switch c.Entry.Kind {
 		case crdt.KindDevice:
-			d.names[c.Entry.Device.ID] = c.Entry.Device.Name.Value
+			d.names.set(c.Entry.Device.ID, c.Entry.Device.Name.Value)
 		case crdt.KindMember:
-			d.membersChangedLocked(&c.Entry.Member, &news)
+			d.memberChanged(&c.Entry.Member, &news)
 		case crdt.KindBook:
 			existed := c.Prev != nil
 			was, is := existed && c.Prev.Book.Visible(), c.Entry.Book.Visible()
-			d.count(existed, was, -1)
-			d.count(true, is, +1)
-			if !publish {
-				continue
-			}
 			switch {
-			case was && !is:
-				events = append(events, Event{Type: "deleted", Data: d.viewerLocked().deleted(&c.Entry.Book)})
-			case is:
-				events = append(events, Event{Type: "book", Data: d.viewerLocked().book(&c.Entry.Book)})
+			case !existed:
+			case was:
+				visible--
+			default:
+				deleted--
+			}
+			if is {
+				visible++
+			} else {
+				deleted++
+			}
+			if publish && (is || was) {
+				books = append(books, &c.Entry.Book)
 			}
 		}
 	}
-	d.mu.Unlock()
+	d.counts.add(visible, deleted)
 	d.actOnMembers(news)
-	for _, e := range events {
-		d.hub.publish(e)
+	if len(books) == 0 {
+		return
+	}
+	// Rendered once the names of the batch are taken: a book is shown
+	// with the names its writers had.
+	v := d.viewer()
+	for _, b := range books {
+		if b.Visible() {
+			d.hub.publish(Event{Type: "book", Data: v.book(b)})
+		} else {
+			d.hub.publish(Event{Type: "deleted", Data: v.deleted(b)})
+		}
 	}
 }
 
-func (d *Daemon) count(exists, visible bool, delta int) {
-	switch {
-	case !exists:
-	case visible:
-		d.visible += delta
-	default:
-		d.deleted += delta
-	}
+// shelfCounts are the books on the shelf and those with a winning
+// tombstone, as the API shows them: kept as batches commit, so that no
+// request scans the books. It has a lock of its own, which keeps the two
+// counts of one batch together.
+type shelfCounts struct {
+	mu               sync.Mutex
+	visible, deleted int
+}
+
+// add moves the counts by the deltas of one batch.
+func (c *shelfCounts) add(visible, deleted int) {
+	c.mu.Lock()
+	c.visible += visible
+	c.deleted += deleted
+	c.mu.Unlock()
+}
+
+// get returns the counts.
+func (c *shelfCounts) get() (visible, deleted int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.visible, c.deleted
 }
 
 // viewer renders records with the name each write's device had when it
-// made it; callers hold d.mu.
-func (d *Daemon) viewerLocked() viewer {
-	return viewer{self: d.self, name: d.nameAtLocked}
-}
-
+// made it.
 func (d *Daemon) viewer() viewer {
-	names := func(t crdt.Timestamp) string {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.nameAtLocked(t)
-	}
-	return viewer{self: d.self, name: names}
+	return viewer{self: d.self, name: d.names.at}
 }
 
 // syncStore adapts the store to what the peer layer needs, and routes every
@@ -278,24 +300,12 @@ func (d *Daemon) applyFrom(ctx context.Context, from crdt.DeviceID, entries []cr
 	// fail to apply only moves the clock ahead, which is harmless.) A stamp
 	// more than crdt.MaxAhead ahead moves the clock only that far, and is
 	// blamed on its writer, the stamp's device, not on from, which may only
-	// have relayed it; but only a stamp whose counter is 0, which a device
-	// makes from its own wall clock: one with a counter took its wall time
-	// from another stamp, such as a write ordered after a far-future one
-	// (crdt.StampAfter), and blaming its device would name a device whose
-	// clock is right.
-	d.mu.Lock()
-	wall := d.wallMs()
-	var warns []clockWarn
-	for i := range entries {
-		ts := entries[i].MaxTimestamp()
-		if ahead := d.clock.Observe(ts, wall); ahead > clockWarnAfterMs && ts.Logical == 0 {
-			if w, first := d.noteAheadLocked(ts, ahead, from); first {
-				warns = append(warns, w)
-			}
+	// have relayed it (hlc.observeAll says which stamps are blamed).
+	for _, a := range d.clock.observeAll(entries, d.wallMs(), clockWarnAfterMs) {
+		w, first := d.warns.note(a.ts, a.aheadMs, from, d.names.get(a.ts.Device))
+		if !first {
+			continue
 		}
-	}
-	d.mu.Unlock()
-	for _, w := range warns {
 		d.log.Warn("received a write stamped ahead of this device's clock; the writer's clock is wrong",
 			"writer", w.stamp.Device, "writer_name", w.name, "ahead", aheadText(w.aheadMs), "ahead_ms", w.aheadMs,
 			"stamp", rfc3339(w.stamp.Wall), "via", w.via)

@@ -177,34 +177,9 @@ func (d *Daemon) loadMembers(ctx context.Context) error {
 	}
 	d.members.reset(lib, list)
 	return d.store.Scan(ctx, crdt.KindMember, func(e crdt.Entry) error {
-		d.mu.Lock()
-		d.noteNamesLocked(&e.Member)
-		d.mu.Unlock()
+		d.names.noteMember(&e.Member)
 		return nil
 	})
-}
-
-// noteNamesLocked merges a member record's names into the device's name
-// history, which keeps the names of all libraries: a device's names are its
-// own. Callers hold d.mu.
-func (d *Daemon) noteNamesLocked(m *crdt.Member) {
-	if len(m.Names) == 0 {
-		return
-	}
-	h := crdt.Member{ID: m.ID, Names: d.history[m.ID]}
-	if h.Merge(&crdt.Member{ID: m.ID, Names: m.Names}) {
-		d.history[m.ID] = h.Names
-	}
-}
-
-// nameAtLocked is the name device t.Device had at t: from its name history
-// if it has one, else its newest name. Callers hold d.mu.
-func (d *Daemon) nameAtLocked(t crdt.Timestamp) string {
-	if h := d.history[t.Device]; len(h) > 0 {
-		m := crdt.Member{Names: h}
-		return m.NameAt(t)
-	}
-	return d.names[t.Device]
 }
 
 // ensureSelf makes this device a member of the current library, added by
@@ -245,9 +220,7 @@ func (d *Daemon) ensureSelf(ctx context.Context, by crdt.DeviceID) error {
 
 // selfName is this device's name.
 func (d *Daemon) selfName() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return cmp.Or(d.names[d.self], d.cfg.Name)
+	return cmp.Or(d.names.get(d.self), d.cfg.Name)
 }
 
 // addMember records that device id was added to the current library by
@@ -284,9 +257,7 @@ func (d *Daemon) takeMember(ctx context.Context, lib crdt.LibraryID, id crdt.Dev
 		return nil
 	}
 	var news memberNews
-	d.mu.Lock()
-	d.membersChangedLocked(&e.Member, &news)
-	d.mu.Unlock()
+	d.memberChanged(&e.Member, &news)
 	d.actOnMembers(news)
 	return nil
 }
@@ -333,22 +304,15 @@ type parkedOffer struct {
 	offer peer.Rekey
 }
 
-// membersChangedLocked applies a committed member record to the set and
-// the name history, and adds to news what follows from it. Callers hold
-// d.mu.
-func (d *Daemon) membersChangedLocked(m *crdt.Member, news *memberNews) {
-	d.noteNamesLocked(m)
+// memberChanged applies a committed member record to the set and the name
+// history, and adds to news what follows from it.
+func (d *Daemon) memberChanged(m *crdt.Member, news *memberNews) {
+	d.names.noteMember(m)
 	if d.members.update(*m) {
 		news.removed = append(news.removed, m.ID)
 	}
-	if r, ok := d.parked[m.ID]; ok {
-		switch {
-		case d.members.current(m.ID):
-			delete(d.parked, m.ID)
-			news.offers = append(news.offers, parkedOffer{m.ID, r})
-		case d.members.removed(m.ID):
-			delete(d.parked, m.ID)
-		}
+	if r, ok := d.parked.settle(m.ID, &d.members); ok {
+		news.offers = append(news.offers, parkedOffer{m.ID, r})
 	}
 }
 
@@ -366,9 +330,7 @@ func (d *Daemon) disconnectRemoved(ids []crdt.DeviceID) {
 	if len(ids) == 0 {
 		return
 	}
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
+	node := d.net.current()
 	d.removalsLearned(ids)
 	for _, id := range ids {
 		m, _ := d.members.get(id)
@@ -445,9 +407,7 @@ func (d *Daemon) memberName(m *crdt.Member) string {
 	if n := m.Name(); n != "" {
 		return n
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.names[m.ID]
+	return d.names.get(m.ID)
 }
 
 // errForgetSelf refuses to forget this device itself.

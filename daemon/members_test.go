@@ -164,9 +164,7 @@ func TestRenameKeepsHistory(t *testing.T) {
 
 // nodeConns returns d's connections to o's peer id.
 func (d *testDaemon) nodeConns(o *testDaemon) []string {
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
+	node := d.net.current()
 	var out []string
 	if node == nil {
 		return nil // being restarted on a new secret
@@ -180,12 +178,11 @@ func (d *testDaemon) nodeConns(o *testDaemon) []string {
 }
 
 func (d *testDaemon) nodeStats() peer.Stats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.node == nil {
+	node := d.net.current()
+	if node == nil {
 		return peer.Stats{} // being restarted on a new secret
 	}
-	return d.node.Stats()
+	return node.Stats()
 }
 
 // Issue 15: a library made before members were recorded upgrades cleanly:
@@ -197,7 +194,7 @@ func (d *testDaemon) nodeStats() peer.Stats {
 func TestMembersOfAnOlderLibrary(t *testing.T) {
 	a := startDaemon(t, func(c *Config) { c.Name = "old laptop" })
 	lib, _ := a.store.Library()
-	addrs := a.node.Addrs()
+	addrs := a.net.current().Addrs()
 	b := startDaemon(t, func(c *Config) {
 		c.Name = "old phone"
 		c.Peers = []string{addrs[0].String()}

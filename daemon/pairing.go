@@ -104,9 +104,7 @@ type pairAD struct {
 const maxADName = 128
 
 func (d *Daemon) pairAD() []byte {
-	d.mu.Lock()
-	name := d.names[d.self]
-	d.mu.Unlock()
+	name := d.names.get(d.self)
 	for len(name) > maxADName {
 		_, n := utf8.DecodeLastRuneInString(name)
 		name = name[:len(name)-n]
@@ -124,9 +122,7 @@ func parsePairAD(b []byte) pairAD {
 // invitePayload is what an inviter seals to a joiner: the library's long
 // invite code, with the addresses it listens on now.
 func (d *Daemon) invitePayload() ([]byte, error) {
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
+	node := d.net.current()
 	if node == nil {
 		return nil, errors.New("the peer network is not running")
 	}
@@ -174,14 +170,14 @@ func (d *Daemon) handlePairingCreate(w http.ResponseWriter, r *http.Request) err
 	if old != nil {
 		old.host.Close()
 	}
-	go func() {
+	d.spawn(func() {
 		<-host.Done()
 		if o, _ := host.Outcome(); o.Paired {
 			d.notePaired(parsePairAD(o.PeerAD).Device)
 		}
 		v := e.view()
 		log.Info("pairing ended", "channel", inv.Code.Channel, "state", v.State, "device", v.Device, "name", v.DeviceName, "detail", v.Detail)
-	}()
+	})
 	log.Info("pairing: invitation open", "channel", inv.Code.Channel, "expires", inv.Expires.Format(time.RFC3339), "addresses", e.addrs)
 	writeJSON(w, http.StatusCreated, e.view())
 	return nil

@@ -8,6 +8,7 @@ import (
 	mrand "math/rand/v2"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/multiformats/go-multiaddr"
@@ -106,9 +107,7 @@ func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []mu
 	if err := d.store.RotateLibrary(ctx, next); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	old := d.node
-	d.mu.Unlock()
+	old := d.net.current()
 	var listen, known []multiaddr.Multiaddr
 	if old != nil {
 		listen, known = old.ListenAddrs(), old.MemberAddrs()
@@ -120,16 +119,13 @@ func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []mu
 		return err
 	}
 	if old != nil {
-		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: append(old.Addrs(), d.previousAddrs()...)}
+		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: append(old.Addrs(), d.net.previousAddrs()...)}
 		octx, cancel := context.WithTimeout(ctx, rekeyOfferTimeout)
 		took := old.OfferRekey(octx, offer, d.members.removed)
 		cancel()
 		d.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
 	}
-	d.mu.Lock()
-	d.node = nil
-	d.onCurrent = make(map[crdt.DeviceID]bool)
-	d.mu.Unlock()
+	d.net.take(true)
 	if old != nil {
 		if err := old.Close(); err != nil {
 			d.log.Warn("stop the peer network on the old secret", "err", err)
@@ -148,30 +144,13 @@ func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []mu
 	return nil
 }
 
-// previousAddrs returns where the restricted nodes listen.
-func (d *Daemon) previousAddrs() []multiaddr.Multiaddr {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []multiaddr.Multiaddr
-	for _, n := range d.previous {
-		out = append(out, n.Addrs()...)
-	}
-	return out
-}
-
 // meetOnPrevious dials addrs from the restricted nodes: a member offered
 // a secret that loses to this device's, and its own restricted nodes (on
 // the secret both had before) are where this device's offer reaches it.
 func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
 	d.log.Info("a member is on a secret that loses to this device's; reaching it on the previous secret", "addrs", addrs)
-	d.mu.Lock()
-	nodes := slices.Clone(d.previous)
 	// Restricted nodes started later (a rotation under way) dial them too.
-	d.meet = append(d.meet, addrs...)
-	if len(d.meet) > maxMeet {
-		d.meet = d.meet[len(d.meet)-maxMeet:]
-	}
-	d.mu.Unlock()
+	nodes := d.net.addMeet(addrs)
 	d.dialFromPrevious(nodes, addrs)
 }
 
@@ -193,9 +172,7 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 	d.closePreviousLocked()
 	prev := d.store.PreviousLibraries()
 	if len(prev) == 0 {
-		d.mu.Lock()
-		d.meet = nil
-		d.mu.Unlock()
+		d.net.clearMeet()
 		return nil
 	}
 	static, err := parseAddrs(d.cfg.Peers)
@@ -230,21 +207,15 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 		}
 		nodes = append(nodes, n)
 	}
-	d.mu.Lock()
-	select {
-	case <-d.closing:
-		d.mu.Unlock()
+	// Members met on losing secrets (meetOnPrevious) are dialled by the
+	// nodes published here, whichever of the two came first.
+	meet, ok := d.net.setPrevious(nodes)
+	if !ok {
 		for _, n := range nodes {
 			n.Close()
 		}
 		return errors.New("daemon is shutting down")
-	default:
 	}
-	d.previous = nodes
-	// Members met on losing secrets (meetOnPrevious) are dialled by the
-	// nodes published here, whichever of the two came first.
-	meet := slices.Clone(d.meet)
-	d.mu.Unlock()
 	if len(meet) > 0 {
 		d.dialFromPrevious(nodes, meet)
 	}
@@ -255,11 +226,7 @@ func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Mu
 // closePreviousLocked closes the restricted nodes. Callers hold d.joinMu,
 // or are closing the daemon.
 func (d *Daemon) closePreviousLocked() {
-	d.mu.Lock()
-	nodes := d.previous
-	d.previous = nil
-	d.mu.Unlock()
-	for _, n := range nodes {
+	for _, n := range d.net.takePrevious() {
 		if err := n.Close(); err != nil {
 			d.log.Warn("stop a node on a previous secret", "err", err)
 		}
@@ -287,12 +254,10 @@ func (d *Daemon) currentOffer() (peer.Rekey, bool) {
 		return peer.Rekey{}, false
 	}
 	r := peer.Rekey{Library: peerLibrary(lib), Removed: d.members.removedIDs()}
-	d.mu.Lock()
-	if d.node != nil {
-		r.Addrs = d.node.Addrs()
+	if node := d.net.current(); node != nil {
+		r.Addrs = node.Addrs()
 	}
-	d.mu.Unlock()
-	r.Addrs = append(r.Addrs, d.previousAddrs()...)
+	r.Addrs = append(r.Addrs, d.net.previousAddrs()...)
 	return r, true
 }
 
@@ -321,37 +286,16 @@ func (d *Daemon) mainOffer(lib peer.Library, to crdt.DeviceID) (peer.Rekey, bool
 // the current secret, and once every current member has been, closes the
 // restricted nodes and drops the superseded secrets. A node being replaced
 // still meets devices on the secret it runs on: they are not on the new
-// one. The store moves to a new secret before moveToLocked clears
-// d.onCurrent, so a device checked under d.mu before the move is cleared
-// with the rest.
+// one (peerNodes.seenOnCurrent).
 func (d *Daemon) noteOnCurrent(lib peer.Library, id crdt.DeviceID) {
-	d.mu.Lock()
-	if cur, ok := d.store.Library(); !ok || cur.Secret != lib.Secret {
-		d.mu.Unlock()
-		return
-	}
-	if d.onCurrent == nil {
-		d.onCurrent = make(map[crdt.DeviceID]bool)
-	}
-	d.onCurrent[id] = true
-	pending := len(d.previous) > 0
-	var missing []crdt.DeviceID
-	for _, m := range d.members.list() {
-		if m.ID != d.self && !m.IsRemoved() && !d.onCurrent[m.ID] {
-			missing = append(missing, m.ID)
-		}
-	}
-	d.mu.Unlock()
-	if !pending || len(missing) > 0 {
+	if !d.net.seenOnCurrent(d.store, lib, id, d.self, d.members.list()) {
 		return
 	}
 	d.spawn(func() {
 		d.joinMu.Lock()
 		defer d.joinMu.Unlock()
 		d.closePreviousLocked()
-		d.mu.Lock()
-		d.meet = nil
-		d.mu.Unlock()
+		d.net.clearMeet()
 		ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
 		defer cancel()
 		if err := d.store.DropPreviousLibraries(ctx); err != nil {
@@ -407,9 +351,7 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	// may reach a device the library removed.
 	d.members.hint(r.Removed)
 	d.removalsLearned(r.Removed)
-	d.mu.Lock()
-	node := d.node
-	d.mu.Unlock()
+	node := d.net.current()
 	for _, id := range r.Removed {
 		if node != nil && id != d.self {
 			node.Disconnect(id)
@@ -440,31 +382,80 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 // maxParked bounds the offers kept from devices not known as members.
 const maxParked = 16
 
-// parkOffer keeps a new secret offered by a device that is not a member
-// yet, and takes it once its membership arrives (membersChangedLocked).
-// Right after a pairing, the device that paired can be offered its
-// inviter's new secret a moment before the record that makes the inviter a
-// member reaches it, and a rotation offers only once: refused for good,
-// the two would stay on different secrets. The offer came over a
-// connection Noise authenticated as from, so taking it later is taking it
-// from from.
-func (d *Daemon) parkOffer(from crdt.DeviceID, r peer.Rekey) bool {
-	d.mu.Lock()
-	if d.members.current(from) {
-		// The membership was committed since onRekey asked.
-		d.mu.Unlock()
-		return d.onRekey(from, r)
+// parkedOffers are new secrets offered by devices not known as members
+// yet. It has a lock of its own, under which the member set is asked
+// whether the sender is a member: so an offer is either parked before its
+// sender's membership is committed, and settle takes it, or finds the
+// membership committed and is taken at once.
+type parkedOffers struct {
+	mu     sync.Mutex
+	byFrom map[crdt.DeviceID]peer.Rekey
+}
+
+// park keeps r, offered by from, unless from is a current member of
+// members by now (then taken is true and nothing is kept) or too many are
+// kept (then parked is false).
+func (p *parkedOffers) park(from crdt.DeviceID, r peer.Rekey, members *memberSet) (taken, parked bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if members.current(from) {
+		return true, false
 	}
-	if _, ok := d.parked[from]; !ok && len(d.parked) >= maxParked {
-		d.mu.Unlock()
+	if _, ok := p.byFrom[from]; !ok && len(p.byFrom) >= maxParked {
+		return false, false
+	}
+	if p.byFrom == nil {
+		p.byFrom = make(map[crdt.DeviceID]peer.Rekey)
+	}
+	p.byFrom[from] = r
+	return false, true
+}
+
+// settle is called once a member record of device id is committed: an
+// offer it parked is returned if it is now a current member, and dropped
+// if it was removed.
+func (p *parkedOffers) settle(id crdt.DeviceID, members *memberSet) (peer.Rekey, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.byFrom[id]
+	if !ok {
+		return peer.Rekey{}, false
+	}
+	switch {
+	case members.current(id):
+		delete(p.byFrom, id)
+		return r, true
+	case members.removed(id):
+		delete(p.byFrom, id)
+	}
+	return peer.Rekey{}, false
+}
+
+// has reports whether an offer of device id is parked.
+func (p *parkedOffers) has(id crdt.DeviceID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.byFrom[id]
+	return ok
+}
+
+// parkOffer keeps a new secret offered by a device that is not a member
+// yet, and takes it once its membership arrives (memberChanged). Right
+// after a pairing, the device that paired can be offered its inviter's new
+// secret a moment before the record that makes the inviter a member
+// reaches it, and a rotation offers only once: refused for good, the two
+// would stay on different secrets. The offer came over a connection Noise
+// authenticated as from, so taking it later is taking it from from.
+func (d *Daemon) parkOffer(from crdt.DeviceID, r peer.Rekey) bool {
+	taken, parked := d.parked.park(from, r, &d.members)
+	switch {
+	case taken:
+		// The membership was committed since onRekey asked.
+		return d.onRekey(from, r)
+	case !parked:
 		d.log.Warn("refused a new library secret from a device that is not a member", "device", from)
 		return false
 	}
-	if d.parked == nil {
-		d.parked = make(map[crdt.DeviceID]peer.Rekey)
-	}
-	d.parked[from] = r
-	d.mu.Unlock()
 	d.log.Info("a device not known as a member yet offered a new library secret; it is taken if its membership arrives", "device", from, "epoch", r.Library.Epoch)
 	return false
 }
@@ -515,17 +506,4 @@ func (d *Daemon) rotateSoon(why string) {
 			d.log.Error("rotate the library secret", "why", why, "err", err)
 		}
 	})
-}
-
-// spawn runs fn on a goroutine Close waits for, unless the daemon is
-// closing.
-func (d *Daemon) spawn(fn func()) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	select {
-	case <-d.closing:
-		return
-	default:
-	}
-	d.wg.Go(fn)
 }

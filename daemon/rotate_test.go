@@ -28,11 +28,7 @@ func sameSecret(a, b store.Library) bool {
 }
 
 // previousNodes returns how many restricted nodes d runs.
-func (d *testDaemon) previousNodes() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.previous)
-}
+func (d *testDaemon) previousNodes() int { return d.net.previousCount() }
 
 // restart closes d and starts it again on the same data dir, listening on
 // the same peer address (as a device with a fixed --listen port does).
@@ -40,7 +36,7 @@ func restart(t *testing.T, d *testDaemon, down func()) *testDaemon {
 	t.Helper()
 	cfg := d.cfg
 	cfg.Listen = nil
-	for _, a := range d.node.ListenAddrs() {
+	for _, a := range d.net.current().ListenAddrs() {
 		cfg.Listen = append(cfg.Listen, a.String())
 	}
 	d.client.Close()
@@ -305,10 +301,7 @@ func TestRekeyPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, "the removed device's offer to be forgotten", 10*time.Second, func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		_, parked := d.parked[removedLater]
-		return !parked
+		return !d.parked.has(removedLater)
 	})
 	if got := d.library(); got != cur {
 		t.Fatalf("a removed device's offer moved the library to %+v", got)
@@ -352,11 +345,7 @@ func TestOldNodeDoesNotCountDevicesAsBroughtOver(t *testing.T) {
 	if d.previousNodes() != 1 {
 		t.Fatalf("%d restricted nodes after a rotation, want 1", d.previousNodes())
 	}
-	seen := func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.onCurrent[m]
-	}
+	seen := func() bool { return d.net.seen(m) }
 	d.mainOffer(peerLibrary(old), m)
 	if seen() {
 		t.Fatal("a device met on the old secret counts as on the new one")

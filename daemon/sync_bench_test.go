@@ -60,9 +60,8 @@ func joined(b *testing.B, a *testDaemon) *testDaemon {
 }
 
 func shelfCount(d *Daemon) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.visible
+	visible, _ := d.counts.get()
+	return visible
 }
 
 // BenchmarkSyncInitial100k: a new device joins a library of 100,000 books;
@@ -78,7 +77,7 @@ func BenchmarkSyncInitial100k(b *testing.B) {
 		d := joined(b, a)
 		poll.Until(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d.Daemon) == syncBenchBooks })
 		elapsed += time.Since(start)
-		st := d.node.Stats()
+		st := d.net.current().Stats()
 		wire += st.BytesReceived + st.BytesSent
 		records += st.RecordsReceived
 	}
@@ -95,7 +94,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 	a := startDaemon(b, quietDaemon)
 	fillBooks(b, a, syncBenchBooks)
 	var aAddrs []string
-	for _, m := range a.node.Addrs() {
+	for _, m := range a.net.current().Addrs() {
 		aAddrs = append(aAddrs, m.String())
 	}
 	cfg := Config{
@@ -132,7 +131,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 			bk, err := d.book(ctx, key)
 			return err == nil && bk.Position.Char == char
 		})
-		st := d.node.Stats()
+		st := d.net.current().Stats()
 		wire += st.BytesReceived + st.BytesSent
 	}
 	b.ReportMetric(float64(wire)/float64(b.N), "wire-B/op")

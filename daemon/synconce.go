@@ -106,9 +106,7 @@ func (d *Daemon) SyncOnce(ctx context.Context) (SyncReport, error) {
 	start := time.Now()
 	for {
 		// Read each time: a join replaces the network.
-		d.mu.Lock()
-		node := d.node
-		d.mu.Unlock()
+		node := d.net.current()
 		if node == nil {
 			return SyncReport{}, errors.New("sync: the daemon is shut down")
 		}

@@ -22,7 +22,7 @@ func newOfflinePeer(tb testing.TB, a *testDaemon, books int) *offlinePeer {
 	tb.Helper()
 	ctx := context.Background()
 	var aAddrs []string
-	for _, m := range a.node.Addrs() {
+	for _, m := range a.net.current().Addrs() {
 		aAddrs = append(aAddrs, m.String())
 	}
 	p := &offlinePeer{cfg: Config{

@@ -102,9 +102,7 @@ func (b webBackend) Restore(ctx context.Context, key string) error {
 }
 
 func (b webBackend) Invite(ctx context.Context) (string, error) {
-	b.d.mu.Lock()
-	node := b.d.node
-	b.d.mu.Unlock()
+	node := b.d.net.current()
 	if node == nil {
 		return "", errors.New("the peer network is not running")
 	}
