@@ -9,6 +9,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/library"
 	"github.com/danyue/danyue/store"
 )
 
@@ -37,7 +38,7 @@ func (d *Daemon) handleBook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := d.book(r.Context(), key)
+	b, err := d.lib.Book(r.Context(), key)
 	if err != nil {
 		return bookError(err, key)
 	}
@@ -67,7 +68,7 @@ func (d *Daemon) handlePosition(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusBadRequest, api.CodeInvalid, "title must not be empty; leave it out to keep the current one")
 		}
 	}
-	b, err := d.setPosition(r.Context(), key, uint64(*req.Char), *req.Percent, title)
+	b, err := d.lib.SetPosition(r.Context(), key, uint64(*req.Char), *req.Percent, title)
 	if err != nil {
 		return bookError(err, key)
 	}
@@ -99,7 +100,7 @@ func (d *Daemon) handleReadTime(w http.ResponseWriter, r *http.Request) error {
 		dedup = "read-time\x00" + key.String() + "\x00" + idem
 		sum = []byte(strconv.FormatInt(*req.AddMs, 10)) // all a report says besides its book
 	}
-	b, err := d.addReadTime(r.Context(), key, uint64(*req.AddMs), dedup, sum)
+	b, err := d.lib.AddReadTime(r.Context(), key, uint64(*req.AddMs), dedup, sum)
 	if errors.Is(err, store.ErrDedupMismatch) {
 		return errorf(http.StatusUnprocessableEntity, api.CodeIdempotencyMismatch, "Idempotency-Key %q was used for another report on this book; a retry sends the same addMs, a new report a new key", idem)
 	}
@@ -123,7 +124,7 @@ func (d *Daemon) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := d.deleteBook(r.Context(), key)
+	b, err := d.lib.DeleteBook(r.Context(), key)
 	if err != nil {
 		return bookError(err, key)
 	}
@@ -135,7 +136,7 @@ func (d *Daemon) handleDelete(w http.ResponseWriter, r *http.Request) error {
 // is the caller's to fix, anything else is ours.
 func bookError(err error, key crdt.BookKey) error {
 	switch {
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, library.ErrNotFound):
 		return errorf(http.StatusNotFound, api.CodeNotFound, "no book %s on this device", key)
 	case errors.Is(err, crdt.ErrInvalid):
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/library"
 )
 
 // GET /v1/devices: every member of the library, removed ones included, with
@@ -26,7 +27,7 @@ func (d *Daemon) devices() []api.Member {
 		peers[p.Device] = p
 	}
 	out := []api.Member{}
-	for _, m := range d.members.list() {
+	for _, m := range d.lib.Members() {
 		out = append(out, d.memberView(&m, peers))
 	}
 	slices.SortStableFunc(out, func(a, b api.Member) int {
@@ -50,8 +51,8 @@ func (d *Daemon) devices() []api.Member {
 func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Member {
 	out := api.Member{
 		ID:      m.ID.String(),
-		Name:    d.memberName(m),
-		Self:    m.ID == d.self,
+		Name:    d.lib.MemberName(m),
+		Self:    m.ID == d.lib.Self(),
 		Names:   make([]api.MemberName, 0, len(m.Names)),
 		Removed: m.IsRemoved(),
 	}
@@ -61,16 +62,16 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 	if !m.Added.IsZero() {
 		by, at := m.AddedBy.String(), rfc3339(m.Added.Wall)
 		out.AddedBy, out.AddedAt = &by, &at
-		out.AddedByName = d.names.at(crdt.Timestamp{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: m.AddedBy})
+		out.AddedByName = d.lib.NameAt(crdt.Timestamp{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: m.AddedBy})
 	}
 	if m.IsRemoved() {
 		by, at := m.Removed.Device.String(), rfc3339(m.Removed.Wall)
 		out.RemovedBy, out.RemovedAt = &by, &at
-		out.RemovedByName = d.names.at(m.Removed)
+		out.RemovedByName = d.lib.NameAt(m.Removed)
 	}
 	if !out.Self && !out.Removed {
-		cursor, behind, holding, known := d.collectionView(m.ID)
-		out.Collection = &api.MemberCollection{Cursor: cursor, Behind: behind, Summary: known, Holding: holding}
+		c := d.lib.Collection(m.ID)
+		out.Collection = &api.MemberCollection{Cursor: c.Cursor, Behind: c.Behind, Summary: c.Summary, Holding: c.Holding}
 	}
 	if p, ok := peers[out.ID]; ok {
 		out.Connected, out.LastSeen, out.Behind, out.InSync = p.Connected, p.LastSeen, p.Behind, p.InSync
@@ -92,25 +93,25 @@ func (d *Daemon) handleRename(w http.ResponseWriter, r *http.Request) error {
 	if req.Name == nil {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "name is required")
 	}
-	if err := d.renameSelf(r.Context(), *req.Name); err != nil {
+	if err := d.lib.Rename(r.Context(), *req.Name); err != nil {
 		if errors.Is(err, crdt.ErrInvalid) {
 			return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
 		}
 		return err
 	}
-	return d.writeMember(w, d.self)
+	return d.writeMember(w, d.lib.Self())
 }
 
 // POST /v1/devices/{id}/forget (and DELETE /v1/devices/{id}): remove a
 // device, given by id or name, from the library.
 func (d *Daemon) handleForget(w http.ResponseWriter, r *http.Request) error {
-	m, err := d.forget(r.Context(), r.PathValue("id"))
+	m, err := d.lib.Forget(r.Context(), r.PathValue("id"))
 	switch {
-	case errors.Is(err, errNoMember):
+	case errors.Is(err, library.ErrNoMember):
 		return errorf(http.StatusNotFound, api.CodeNotFound, "%v", err)
-	case errors.Is(err, errAmbiguous):
+	case errors.Is(err, library.ErrAmbiguous):
 		return errorf(http.StatusConflict, api.CodeAmbiguous, "%v", err)
-	case errors.Is(err, errForgetSelf):
+	case errors.Is(err, library.ErrForgetSelf):
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "this is the device itself; forget it from another device of the library")
 	case err != nil:
 		return err

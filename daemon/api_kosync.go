@@ -10,6 +10,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/kosync"
+	"github.com/danyue/danyue/library"
 )
 
 // The local API's side of KOReader's progress sync: creating accounts (what
@@ -40,8 +41,8 @@ func (d *Daemon) handleKosyncAddUser(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	switch err := d.createKosyncUser(r.Context(), *req.Name, hash); {
-	case errors.Is(err, kosync.ErrUserExists):
+	switch err := d.lib.CreateKosyncUser(r.Context(), *req.Name, hash); {
+	case errors.Is(err, library.ErrKosyncUserExists):
 		return errorf(http.StatusConflict, api.CodeNameTaken, "the KOReader account %q exists already in this library", *req.Name)
 	case errors.Is(err, crdt.ErrInvalid):
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
@@ -72,11 +73,7 @@ func (d *Daemon) handleKosyncPasswd(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	e, err := crdt.SetKosyncUser(d.stamp(), name, hash)
-	if err != nil {
-		return kosyncUserError(name, err)
-	}
-	if err := d.changeKosyncUser(r.Context(), e); err != nil {
+	if err := d.lib.SetKosyncKey(r.Context(), name, hash); err != nil {
 		return kosyncUserError(name, err)
 	}
 	d.log.Info("kosync account key changed", "user", name)
@@ -88,11 +85,7 @@ func (d *Daemon) handleKosyncPasswd(w http.ResponseWriter, r *http.Request) erro
 // records stay (they are the library's history) but no key opens them.
 func (d *Daemon) handleKosyncDelUser(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	e, err := crdt.RemoveKosyncUser(d.stamp(), name)
-	if err != nil {
-		return kosyncUserError(name, err)
-	}
-	if err := d.changeKosyncUser(r.Context(), e); err != nil {
+	if err := d.lib.RemoveKosyncUser(r.Context(), name); err != nil {
 		return kosyncUserError(name, err)
 	}
 	d.log.Info("kosync account removed", "user", name)
@@ -103,7 +96,7 @@ func (d *Daemon) handleKosyncDelUser(w http.ResponseWriter, r *http.Request) err
 // kosyncUserError maps the errors of an account change to API errors.
 func kosyncUserError(name string, err error) error {
 	switch {
-	case errors.Is(err, kosync.ErrNoUser):
+	case errors.Is(err, library.ErrNoKosyncUser):
 		return errorf(http.StatusNotFound, api.CodeNotFound, "this library has no KOReader account %q", name)
 	case errors.Is(err, crdt.ErrInvalid):
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
@@ -156,7 +149,7 @@ func (d *Daemon) kosyncProgress(ctx context.Context) ([]api.KosyncProgress, erro
 		doc := list[i].Document
 		b, ok := books[doc]
 		if !ok {
-			if b, err = d.kosyncBook(ctx, doc); err != nil {
+			if b[0], b[1], err = d.lib.KosyncBook(ctx, doc); err != nil {
 				return nil, err
 			}
 			books[doc] = b
@@ -185,37 +178,16 @@ func (d *Daemon) handleKosyncLink(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return errorf(http.StatusBadRequest, api.CodeBadKey, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
 	}
-	res, err := d.write(r.Context(), func(at crdt.Timestamp) (crdt.Entry, error) {
-		return crdt.LinkKosyncDocument(at, doc, key, req.Title)
-	})
+	changed, err := d.lib.LinkKosyncDocument(r.Context(), doc, key, req.Title)
 	if errors.Is(err, crdt.ErrInvalid) {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "invalid: "))
 	}
 	if err != nil {
 		return err
 	}
-	if len(res.Changed) > 0 {
+	if changed {
 		d.log.Debug("kosync document linked", "document", doc, "book", key)
 	}
 	writeJSON(w, http.StatusOK, api.KosyncLink{Document: doc, Key: key.String(), Title: req.Title})
 	return nil
-}
-
-// kosyncBook returns the key and title of the book a KOReader document is
-// linked to: the title on the shelf if the book has one, else the link's.
-// Both are empty for a document no device has keyed.
-func (d *Daemon) kosyncBook(ctx context.Context, document string) ([2]string, error) {
-	le := crdt.KosyncLinkEntry(crdt.KosyncLink{Document: document})
-	e, ok, err := d.store.Get(ctx, le.AppendID(nil))
-	if err != nil || !ok || e.KosyncLink.At.IsZero() {
-		return [2]string{}, err
-	}
-	link := e.KosyncLink
-	title := link.Title
-	if b, ok, err := d.store.Get(ctx, bookID(link.Book)); err != nil {
-		return [2]string{}, err
-	} else if ok && b.Book.Title.Value != "" {
-		title = b.Book.Title.Value
-	}
-	return [2]string{link.Book.String(), title}, nil
 }

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/kosync"
-	"github.com/danyue/danyue/peer"
-	"github.com/danyue/danyue/store"
+	"github.com/danyue/danyue/library"
 )
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
@@ -24,10 +22,10 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
 
 // status is this device, its library and its peers, for the API and the page.
 func (d *Daemon) status() api.Status {
-	lib, _ := d.store.Library()
+	lib := d.lib.ID()
 	peers := d.peers()
 	st := api.Status{
-		Library:   api.Library{ID: hex.EncodeToString(lib.ID[:])},
+		Library:   api.Library{ID: hex.EncodeToString(lib[:])},
 		Peers:     peers,
 		Addresses: []string{},
 	}
@@ -37,9 +35,9 @@ func (d *Daemon) status() api.Status {
 			st.Counts.PeersConnected++
 		}
 	}
-	st.Device = api.Device{ID: d.self.String(), Name: d.names.get(d.self)}
-	st.Counts.Books, st.Counts.Deleted = d.counts.get()
-	node := d.net.current()
+	self := d.lib.Self()
+	st.Device = api.Device{ID: self.String(), Name: d.lib.DeviceName(self)}
+	st.Counts.Books, st.Counts.Deleted = d.lib.Counts()
 	st.Counts.LocalChanges = d.store.LastSeq()
 	st.HTTP, st.Kosync = d.HTTPAddr(), d.KosyncAddr()
 	if st.Kosync != "" {
@@ -48,14 +46,29 @@ func (d *Daemon) status() api.Status {
 	}
 	st.ClockWarnings = d.clockWarnings()
 	st.StoreLoss = storeLoss(d.store)
-	if node != nil {
-		ns := node.Stats()
+	if ns, ok := d.lib.Traffic(); ok {
 		st.Traffic = api.Traffic{BytesSent: ns.BytesSent, BytesReceived: ns.BytesReceived, RecordsSent: ns.RecordsSent, RecordsReceived: ns.RecordsReceived}
-		for _, a := range node.Addrs() {
-			st.Addresses = append(st.Addresses, a.String())
-		}
+	}
+	for _, a := range d.lib.Addrs() {
+		st.Addresses = append(st.Addresses, a.String())
 	}
 	return st
+}
+
+// clockWarnings renders the library's clock warnings for GET /v1/status.
+func (d *Daemon) clockWarnings() []api.ClockWarning {
+	out := []api.ClockWarning{}
+	for _, w := range d.lib.ClockWarnings() {
+		out = append(out, api.ClockWarning{
+			Device:  w.Writer.String(),
+			Name:    w.Name,
+			AheadMs: int64(w.AheadMs), // at most crdt.MaxWall
+			Stamp:   rfc3339(w.Stamp.Wall),
+			Via:     w.Via.String(),
+			Warning: w.Message(),
+		})
+	}
+	return out
 }
 
 func (d *Daemon) handlePeers(w http.ResponseWriter, r *http.Request) error {
@@ -63,18 +76,11 @@ func (d *Daemon) handlePeers(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// clockWarnAfter is the clock offset beyond which a peer's clock is reported.
-const clockWarnAfter = time.Minute
-
 func (d *Daemon) peers() []api.Peer {
-	node := d.net.current()
 	out := []api.Peer{}
-	if node == nil {
-		return out
-	}
-	for _, p := range node.Peers() {
+	for _, p := range d.lib.Peers() {
 		name := p.Name // from its hello, which a rename changes only at its next start
-		if m, ok := d.members.get(p.Device); ok && m.Name() != "" {
+		if m, ok := d.lib.Member(p.Device); ok && m.Name() != "" {
 			name = m.Name()
 		}
 		pj := api.Peer{
@@ -84,7 +90,7 @@ func (d *Daemon) peers() []api.Peer {
 			Connected:     p.Connected,
 			Addresses:     []string{},
 			ClockOffsetMs: p.ClockOffset.Milliseconds(),
-			InSync:        inSync(p),
+			InSync:        library.InSync(p),
 		}
 		if p.RemoteLast > p.Merged {
 			pj.Behind = p.RemoteLast - p.Merged
@@ -96,7 +102,7 @@ func (d *Daemon) peers() []api.Peer {
 		for _, a := range p.Addrs {
 			pj.Addresses = append(pj.Addresses, a.String())
 		}
-		if off := p.ClockOffset.Abs(); p.ClockKnown && off > clockWarnAfter {
+		if off := p.ClockOffset.Abs(); p.ClockKnown && off > library.ClockWarnAfter {
 			dir := "ahead of"
 			if p.ClockOffset < 0 {
 				dir = "behind"
@@ -188,52 +194,12 @@ func (d *Daemon) daily(ctx context.Context, days int) (api.Daily, error) {
 }
 
 func (d *Daemon) handleInvite(w http.ResponseWriter, r *http.Request) error {
-	node := d.net.current()
-	if node == nil {
-		return errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the peer network is not running")
-	}
-	writeJSON(w, http.StatusOK, api.Invite{Code: node.Invite()})
-	return nil
-}
-
-func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
-	var req api.JoinRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		return err
-	}
-	if req.Code == nil || *req.Code == "" {
-		return errorf(http.StatusBadRequest, api.CodeInvalid, "code is required")
-	}
-	inv, err := d.inviteOf(r.Context(), *req.Code, req.PairAddr)
+	code, err := d.lib.Invite()
 	if err != nil {
-		return err
+		return errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err)
 	}
-	if err := d.join(r.Context(), inv); err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.Joined{Library: api.Library{ID: hex.EncodeToString(inv.Library.ID[:])}})
+	writeJSON(w, http.StatusOK, api.Invite{Code: code})
 	return nil
-}
-
-// join moves this device into the invite's library: the new library is
-// stored, the peer network restarts under its key and dials the inviter.
-// Every book this device has stays and merges into the library.
-func (d *Daemon) join(ctx context.Context, inv peer.Invite) error {
-	d.joinMu.Lock()
-	defer d.joinMu.Unlock()
-	if old := d.net.take(false); old != nil {
-		if err := old.Close(); err != nil {
-			d.log.Warn("stop peer network for join", "err", err)
-		}
-	}
-	if err := d.store.SetLibrary(ctx, store.Library{ID: inv.Library.ID, Secret: inv.Library.Secret}); err != nil {
-		return errors.Join(err, d.startNode(context.WithoutCancel(ctx), nil))
-	}
-	if err := d.joined(ctx, inv); err != nil {
-		d.log.Warn("record this device as added by its inviter", "err", err)
-	}
-	d.log.Info("joined library", "library", hex.EncodeToString(inv.Library.ID[:]), "inviter", inv.Peer)
-	return d.startNode(context.WithoutCancel(ctx), inv.PeerAddrs())
 }
 
 //go:embed openapi.json

@@ -158,7 +158,7 @@ func (d *Daemon) servePage(w http.ResponseWriter, r *http.Request, q store.PageQ
 		}
 		tag = binary.BigEndian.AppendUint64(tag, d.store.Epoch())
 		tag = binary.BigEndian.AppendUint64(tag, uint64(q.Limit))
-		tag = binary.BigEndian.AppendUint64(tag, d.names.digest())
+		tag = binary.BigEndian.AppendUint64(tag, d.lib.NamesDigest())
 		items := make([]byte, 0, len(p.Items)*42)
 		for _, it := range p.Items {
 			items = binary.BigEndian.AppendUint64(append(items, byte(len(it.ID))), it.Seq)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/multiformats/go-multiaddr"
+
 	"github.com/danyue/danyue/daemon/kosync"
 	"github.com/danyue/danyue/internal/lan"
 )
@@ -13,15 +15,17 @@ import (
 // use, --http on a non-loopback address) is refused while the data dir is
 // still as it was, and the log has not yet said "created a new store".
 type early struct {
-	http, kosync net.Listener // nil when not asked for
+	http, kosync  net.Listener // nil when not asked for
+	listen, peers []multiaddr.Multiaddr
 }
 
 func bindEarly(cfg Config) (early, error) {
 	var e early
-	if _, err := parseAddrs(cfg.Listen); err != nil {
+	var err error
+	if e.listen, err = parseAddrs(cfg.Listen); err != nil {
 		return e, fmt.Errorf("--listen: %w", err)
 	}
-	if _, err := parseAddrs(cfg.Peers); err != nil {
+	if e.peers, err = parseAddrs(cfg.Peers); err != nil {
 		return e, fmt.Errorf("--peer: %w", err)
 	}
 	if cfg.Kosync != "" {
@@ -45,6 +49,18 @@ func bindEarly(cfg Config) (early, error) {
 		e.kosync = ln
 	}
 	return e, nil
+}
+
+func parseAddrs(ss []string) ([]multiaddr.Multiaddr, error) {
+	out := make([]multiaddr.Multiaddr, 0, len(ss))
+	for _, s := range ss {
+		a, err := multiaddr.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a multiaddr: %w", s, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // close closes the listeners no server has taken over.

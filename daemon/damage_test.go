@@ -24,7 +24,7 @@ import (
 func TestLossHealsFromPeer(t *testing.T) {
 	a := startDaemon(t, func(c *Config) { c.Name = "A" })
 	var aAddrs []string
-	for _, m := range a.net.current().Addrs() {
+	for _, m := range a.lib.Addrs() {
 		aAddrs = append(aAddrs, m.String())
 	}
 	ctx := ctxT(t)
@@ -35,7 +35,7 @@ func TestLossHealsFromPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	code := mustDo(a.client.Invite(ctx))(t)
-	if err := b.join(ctx, mustInvite(t, code)); err != nil {
+	if err := joinCode(ctx, b, code); err != nil {
 		t.Fatal(err)
 	}
 	const books = 30

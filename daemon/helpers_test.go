@@ -86,10 +86,7 @@ func startStillDaemon(t testing.TB) *testDaemon {
 	t.Helper()
 	d := startDaemon(t, func(c *Config) { c.summaryEvery = time.Hour })
 	poll.Until(t, "the collection loop's round at the start", 10*time.Second, func() bool {
-		d.coll.mu.Lock()
-		defer d.coll.mu.Unlock()
-		_, ok := d.coll.known[d.self]
-		return ok
+		return d.lib.CollectionStats().Rounds > 0
 	})
 	return d
 }

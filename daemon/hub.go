@@ -1,6 +1,11 @@
 package daemon
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/library"
+)
 
 // Event is one message of the /v1/events stream.
 type Event struct {
@@ -59,5 +64,18 @@ func (h *hub) publish(e Event) {
 			delete(h.subs, s)
 			close(s.dropped)
 		}
+	}
+}
+
+// publish turns what the library reports other devices did into events of
+// the stream (library.Config.OnEvent).
+func (d *Daemon) publish(ev library.Event) {
+	switch ev.Kind {
+	case library.BookChanged:
+		d.hub.publish(Event{Type: "book", Data: d.viewer().book(&ev.Book)})
+	case library.BookDeleted:
+		d.hub.publish(Event{Type: "deleted", Data: d.viewer().deleted(&ev.Book)})
+	case library.PeerConnected, library.PeerDisconnected:
+		d.hub.publish(Event{Type: "peer", Data: api.PeerEvent{Device: ev.Device.String(), Name: ev.Name, Connected: ev.Kind == library.PeerConnected}})
 	}
 }

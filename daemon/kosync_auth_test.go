@@ -16,7 +16,7 @@ func TestKosyncVerifierUpgrade(t *testing.T) {
 	salt := strings.Repeat("ab", 16)
 	raw, _ := hex.DecodeString(salt)
 	sum := sha256.Sum256(append(raw, aliceKey...))
-	if err := d.createKosyncUser(ctxT(t), "alice", "v1:"+salt+":"+hex.EncodeToString(sum[:])); err != nil {
+	if err := d.lib.CreateKosyncUser(ctxT(t), "alice", "v1:"+salt+":"+hex.EncodeToString(sum[:])); err != nil {
 		t.Fatal(err)
 	}
 	lib := kosyncLibrary{d.Daemon}

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/internal/poll"
-	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
 
@@ -28,7 +26,7 @@ func sameSecret(a, b store.Library) bool {
 }
 
 // previousNodes returns how many restricted nodes d runs.
-func (d *testDaemon) previousNodes() int { return d.net.previousCount() }
+func (d *testDaemon) previousNodes() int { return d.lib.Restricted() }
 
 // restart closes d and starts it again on the same data dir, listening on
 // the same peer address (as a device with a fixed --listen port does).
@@ -36,7 +34,7 @@ func restart(t *testing.T, d *testDaemon, down func()) *testDaemon {
 	t.Helper()
 	cfg := d.cfg
 	cfg.Listen = nil
-	for _, a := range d.net.current().ListenAddrs() {
+	for _, a := range d.lib.ListenAddrs() {
 		cfg.Listen = append(cfg.Listen, a.String())
 	}
 	d.client.Close()
@@ -191,168 +189,4 @@ func TestLeaveRotatesTheSecret(t *testing.T) {
 	if again := mustDo(b.client.Leave(ctx))(t); again.Delivered {
 		t.Errorf("a leave with nobody to tell says delivered")
 	}
-}
-
-// Issue 15: two devices that rotate at the same moment, right after they
-// paired, make two secrets for one epoch; they converge on the one that
-// supersedes, whichever way the offers cross, and keep syncing.
-func TestConcurrentRotationsConverge(t *testing.T) {
-	a := startPairable(t, "laptop", nil)
-	c := startPairable(t, "tablet", nil)
-	pairDevices(t, a, c)
-	// Devices that never connected cannot hand each other a secret: with
-	// mDNS off, neither knows where the other's node on the old secret
-	// listens. Once connected, each takes the other's secret at once: the
-	// device that paired knows its inviter as a member from the pairing on,
-	// before the inviter's own record reaches it.
-	poll.Until(t, "A and C to connect", 10*time.Second, func() bool {
-		return len(a.nodeConns(c)) > 0 && len(c.nodeConns(a)) > 0
-	})
-	old := a.library()
-	errs := make(chan error, 2)
-	for _, d := range []*testDaemon{a, c} {
-		go func() { errs <- d.rotate(context.Background(), "test") }()
-	}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	poll.Until(t, "A and C to agree on one secret", 60*time.Second, func() bool {
-		la, lc := a.library(), c.library()
-		return sameSecret(la, lc) && la.Epoch == old.Epoch+1
-	})
-	ctx := ctxT(t)
-	mustDo(c.client.SetPosition(ctx, keyA, 9, 0.01, "tablet's book"))(t)
-	waitBook(t, a.client, keyA, "A to receive C's book", func(bk api.Book) bool { return bk.Position != nil })
-}
-
-// A device takes a new secret only from a current member (one offered
-// before its sender's membership arrived is taken when it arrives), never
-// one that is implausibly far ahead, and learns the epoch of the secret it
-// has from anyone on it; a secret handed over by a device later found
-// removed is rotated again.
-func TestRekeyPolicy(t *testing.T) {
-	d := startDaemon(t, nil)
-	ctx := ctxT(t)
-	member, stranger, gone := crdt.DeviceID(0x1111), crdt.DeviceID(0x2222), crdt.DeviceID(0x3333)
-	for _, id := range []crdt.DeviceID{member, gone} {
-		if err := d.addMember(ctx, id, "test"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := d.forget(ctx, gone.String()); err != nil {
-		t.Fatal(err)
-	}
-	cur := d.library()
-	secret := func(b byte) [32]byte { return [32]byte{b, 1, 2, 3} }
-	offer := func(l store.Library) peer.Rekey { return peer.Rekey{Library: peerLibrary(l)} }
-	for _, tc := range []struct {
-		name string
-		from crdt.DeviceID
-		lib  store.Library
-		want bool
-	}{
-		{"another library", member, store.Library{ID: [16]byte{9}, Secret: secret(1), Epoch: cur.Epoch + 1}, false},
-		{"an older epoch", member, store.Library{ID: cur.ID, Secret: secret(2), Epoch: cur.Epoch - 1}, false},
-		{"from a stranger", stranger, store.Library{ID: cur.ID, Secret: secret(3), Epoch: cur.Epoch + 1}, false},
-		{"from a removed device", gone, store.Library{ID: cur.ID, Secret: secret(4), Epoch: cur.Epoch + 1}, false},
-		{"too far ahead", member, store.Library{ID: cur.ID, Secret: secret(5), Epoch: cur.Epoch + maxEpochJump + 1}, false},
-		{"the same secret", stranger, store.Library{ID: cur.ID, Secret: cur.Secret, Epoch: cur.Epoch}, true},
-	} {
-		if got := d.onRekey(tc.from, offer(tc.lib)); got != tc.want {
-			t.Errorf("%s: took %v, want %v", tc.name, got, tc.want)
-		}
-		if got := d.library(); got != cur {
-			t.Fatalf("%s: the library became %+v", tc.name, got)
-		}
-	}
-	// The epoch of the secret it has, from anyone on it.
-	if !d.onRekey(stranger, offer(store.Library{ID: cur.ID, Secret: cur.Secret, Epoch: cur.Epoch + 100})) {
-		t.Fatal("the epoch of the current secret was refused")
-	}
-	cur.Epoch += 100
-	if got := d.library(); got != cur {
-		t.Fatalf("after learning the epoch: %+v, want %+v", got, cur)
-	}
-	// A new secret from a device whose membership arrives after its offer
-	// (right after a pairing): kept, and taken once it is a member.
-	late := store.Library{ID: cur.ID, Secret: secret(7), Epoch: cur.Epoch + 1}
-	if d.onRekey(stranger, offer(late)) {
-		t.Fatal("a stranger's new secret was taken at once")
-	}
-	if got := d.library(); got != cur {
-		t.Fatalf("a stranger's offer moved the library to %+v", got)
-	}
-	if err := d.addMember(ctx, stranger, "test"); err != nil {
-		t.Fatal(err)
-	}
-	late.From = uint64(stranger)
-	poll.Until(t, "the device to take the secret offered before its sender was a member", 10*time.Second, func() bool { return d.library() == late })
-	cur = late
-	// One from a device that is then removed is forgotten, never taken.
-	removedLater := crdt.DeviceID(0x4444)
-	if d.onRekey(removedLater, offer(store.Library{ID: cur.ID, Secret: secret(8), Epoch: cur.Epoch + 1})) {
-		t.Fatal("a stranger's new secret was taken at once")
-	}
-	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
-		return crdt.RemoveMember(d.members.library(), removedLater, at)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, "the removed device's offer to be forgotten", 10*time.Second, func() bool {
-		return !d.parked.has(removedLater)
-	})
-	if got := d.library(); got != cur {
-		t.Fatalf("a removed device's offer moved the library to %+v", got)
-	}
-	// A new secret from a member.
-	next := store.Library{ID: cur.ID, Secret: secret(6), Epoch: cur.Epoch + 1}
-	if !d.onRekey(member, offer(next)) {
-		t.Fatal("a member's new secret was refused")
-	}
-	next.From = uint64(member)
-	poll.Until(t, "the device to take the member's secret", 10*time.Second, func() bool { return d.library() == next })
-	// That member turns out to have been removed (the record, as if
-	// synced from another device): the secret rotates again.
-	lib := d.members.library()
-	if _, err := d.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
-		at.Device = stranger
-		return crdt.RemoveMember(lib, member, at)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, "a rotation away from the removed member's secret", 10*time.Second, func() bool {
-		got := d.library()
-		return got.Epoch > next.Epoch && got.From == 0
-	})
-}
-
-// A node being replaced by one on a new secret still meets devices on the
-// old one: they do not count as brought over, and the restricted nodes
-// that would bring them stay until they are.
-func TestOldNodeDoesNotCountDevicesAsBroughtOver(t *testing.T) {
-	d := startDaemon(t, nil)
-	ctx := ctxT(t)
-	m := crdt.DeviceID(0x1111)
-	if err := d.addMember(ctx, m, "test"); err != nil {
-		t.Fatal(err)
-	}
-	old := d.library()
-	if err := d.rotate(ctx, "test"); err != nil {
-		t.Fatal(err)
-	}
-	if d.previousNodes() != 1 {
-		t.Fatalf("%d restricted nodes after a rotation, want 1", d.previousNodes())
-	}
-	seen := func() bool { return d.net.seen(m) }
-	d.mainOffer(peerLibrary(old), m)
-	if seen() {
-		t.Fatal("a device met on the old secret counts as on the new one")
-	}
-	d.mainOffer(peerLibrary(d.library()), m)
-	if !seen() {
-		t.Fatal("a device met on the current secret does not count")
-	}
-	poll.Until(t, "the restricted node to close once every member is on the new secret", 10*time.Second, func() bool { return d.previousNodes() == 0 })
 }

@@ -25,11 +25,14 @@ const syncBenchBooks = 100_000
 func fillBooks(b testing.TB, d *testDaemon, n int) {
 	b.Helper()
 	ctx := context.Background()
+	// Stamped by a clock of the test's: a write of the daemon's to one of
+	// these books still orders after it (library.Library.SetPosition).
+	clock := crdt.NewClock(d.Device(), crdt.Timestamp{})
 	for start := 0; start < n; start += store.MaxBatchEntries {
 		var entries []crdt.Entry
 		for i := start; i < min(n, start+store.MaxBatchEntries); i++ {
 			key := crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", i+1))
-			e, err := crdt.SetPosition(key, d.stamp(), uint64(i), 0.5)
+			e, err := crdt.SetPosition(key, clock.Now(uint64(time.Now().UnixMilli())), uint64(i), 0.5)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -60,7 +63,7 @@ func joined(b *testing.B, a *testDaemon) *testDaemon {
 }
 
 func shelfCount(d *Daemon) int {
-	visible, _ := d.counts.get()
+	visible, _ := d.lib.Counts()
 	return visible
 }
 
@@ -77,7 +80,7 @@ func BenchmarkSyncInitial100k(b *testing.B) {
 		d := joined(b, a)
 		poll.Until(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d.Daemon) == syncBenchBooks })
 		elapsed += time.Since(start)
-		st := d.net.current().Stats()
+		st := traffic(d.Daemon)
 		wire += st.BytesReceived + st.BytesSent
 		records += st.RecordsReceived
 	}
@@ -94,7 +97,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 	a := startDaemon(b, quietDaemon)
 	fillBooks(b, a, syncBenchBooks)
 	var aAddrs []string
-	for _, m := range a.net.current().Addrs() {
+	for _, m := range a.lib.Addrs() {
 		aAddrs = append(aAddrs, m.String())
 	}
 	cfg := Config{
@@ -110,7 +113,7 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := d.join(ctx, mustInvite(b, code)); err != nil {
+	if err := joinCode(ctx, d, code); err != nil {
 		b.Fatal(err)
 	}
 	poll.Until(b, "initial sync", 5*time.Minute, func() bool { return shelfCount(d) == syncBenchBooks })
@@ -121,29 +124,33 @@ func BenchmarkSyncReconnectOneChange100k(b *testing.B) {
 			b.Fatal(err)
 		}
 		char := uint64(1_000_000 + i)
-		if _, err := a.setPosition(ctx, key, char, 0.9, ""); err != nil {
+		if _, err := a.lib.SetPosition(ctx, key, char, 0.9, ""); err != nil {
 			b.Fatal(err)
 		}
 		if d, err = Start(ctx, cfg); err != nil {
 			b.Fatal(err)
 		}
 		poll.Until(b, "the change to arrive", time.Minute, func() bool {
-			bk, err := d.book(ctx, key)
+			bk, err := d.lib.Book(ctx, key)
 			return err == nil && bk.Position.Char == char
 		})
-		st := d.net.current().Stats()
+		st := traffic(d)
 		wire += st.BytesReceived + st.BytesSent
 	}
 	b.ReportMetric(float64(wire)/float64(b.N), "wire-B/op")
 	b.ReportMetric(0, "ns/op")
 }
 
-func mustInvite(b testing.TB, code string) peer.Invite {
-	inv, err := peer.DecodeInvite(code)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return inv
+// joinCode joins d to the library of a long invite code.
+func joinCode(ctx context.Context, d *Daemon, code string) error {
+	_, err := d.lib.Join(ctx, code, "")
+	return err
+}
+
+// traffic returns d's peer network counters.
+func traffic(d *Daemon) peer.Stats {
+	st, _ := d.lib.Traffic()
+	return st
 }
 
 // BenchmarkSyncPushLatency: a position set on one device, until the other
@@ -159,11 +166,11 @@ func BenchmarkSyncPushLatency(b *testing.B) {
 		samples = samples[:0]
 		for i := range 1000 {
 			start := time.Now()
-			if _, err := a.setPosition(ctx, key, uint64(i+1), 0.5, ""); err != nil {
+			if _, err := a.lib.SetPosition(ctx, key, uint64(i+1), 0.5, ""); err != nil {
 				b.Fatal(err)
 			}
 			for {
-				bk, err := d.book(ctx, key)
+				bk, err := d.lib.Book(ctx, key)
 				if err == nil && bk.Position.Char == uint64(i+1) {
 					break
 				}

@@ -22,7 +22,7 @@ func newOfflinePeer(tb testing.TB, a *testDaemon, books int) *offlinePeer {
 	tb.Helper()
 	ctx := context.Background()
 	var aAddrs []string
-	for _, m := range a.net.current().Addrs() {
+	for _, m := range a.lib.Addrs() {
 		aAddrs = append(aAddrs, m.String())
 	}
 	p := &offlinePeer{cfg: Config{
@@ -34,7 +34,7 @@ func newOfflinePeer(tb testing.TB, a *testDaemon, books int) *offlinePeer {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := p.d.join(ctx, mustInvite(tb, code)); err != nil {
+	if err := joinCode(ctx, p.d, code); err != nil {
 		tb.Fatal(err)
 	}
 	poll.Until(tb, "initial sync", 5*time.Minute, func() bool { return shelfCount(p.d) == books })
@@ -91,11 +91,11 @@ func oneChangeEachSide(tb testing.TB, a *testDaemon, p *offlinePeer, i int) (onA
 	ctx := context.Background()
 	onA = crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 1))
 	onB = crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 2))
-	if _, err := a.setPosition(ctx, onA, uint64(1_000_000+i), 0.9, ""); err != nil {
+	if _, err := a.lib.SetPosition(ctx, onA, uint64(1_000_000+i), 0.9, ""); err != nil {
 		tb.Fatal(err)
 	}
 	p.start(tb, false)
-	if _, err := p.d.setPosition(ctx, onB, uint64(2_000_000+i), 0.8, ""); err != nil {
+	if _, err := p.d.lib.SetPosition(ctx, onB, uint64(2_000_000+i), 0.8, ""); err != nil {
 		tb.Fatal(err)
 	}
 	p.stop(tb)
@@ -125,10 +125,10 @@ func TestSyncOnce(t *testing.T) {
 		t.Errorf("received %d and sent %d records, want 1 and 1: nothing the other side has", report.Received, report.Sent)
 	}
 	// Caught up means done: both changes are on both sides at once.
-	if b, err := p.d.book(ctx, onA); err != nil || b.Position.Char != 1_000_000 {
+	if b, err := p.d.lib.Book(ctx, onA); err != nil || b.Position.Char != 1_000_000 {
 		t.Errorf("B's copy of A's change: %+v, %v", b.Position, err)
 	}
-	if b, err := a.book(ctx, onB); err != nil || b.Position.Char != 2_000_000 {
+	if b, err := a.lib.Book(ctx, onB); err != nil || b.Position.Char != 2_000_000 {
 		t.Errorf("A's copy of B's change: %+v, %v", b.Position, err)
 	}
 }

@@ -105,3 +105,9 @@ func (v viewer) deleted(b *crdt.Book) api.Deleted {
 func rfc3339(wallMs uint64) string {
 	return time.UnixMilli(int64(wallMs)).UTC().Format(time.RFC3339Nano)
 }
+
+// viewer renders records with the name each write's device had when it
+// made it.
+func (d *Daemon) viewer() viewer {
+	return viewer{self: d.lib.Self(), name: d.lib.NameAt}
+}

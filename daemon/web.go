@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -83,31 +82,17 @@ func (b webBackend) Daily(ctx context.Context, days int) (api.Daily, error) {
 	return b.d.daily(ctx, days)
 }
 
-// Restore writes the book's last position again, as PUT position would: a
-// position newer than the tombstone puts the book back on every device.
+// Restore brings a deleted book back on every device (library.Restore).
 func (b webBackend) Restore(ctx context.Context, key string) error {
 	k, err := crdt.ParseBookKey(key)
 	if err != nil {
 		return err
 	}
-	book, err := b.d.book(ctx, k)
-	if err != nil {
-		return err
-	}
-	if book.Visible() {
-		return nil
-	}
-	_, err = b.d.setPosition(ctx, k, book.Position.Char, book.Position.Percent.Float(), "")
+	_, err = b.d.lib.Restore(ctx, k)
 	return err
 }
 
-func (b webBackend) Invite(ctx context.Context) (string, error) {
-	node := b.d.net.current()
-	if node == nil {
-		return "", errors.New("the peer network is not running")
-	}
-	return node.Invite(), nil
-}
+func (b webBackend) Invite(ctx context.Context) (string, error) { return b.d.lib.Invite() }
 
 // Changes merges the store's commits (local and remote writes) with the
 // event hub (peers connecting and leaving). It ends when ctx does, when the

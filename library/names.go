@@ -1,4 +1,4 @@
-package daemon
+package library
 
 import (
 	"encoding/binary"
@@ -8,10 +8,10 @@ import (
 	"github.com/danyue/danyue/crdt"
 )
 
-// deviceNames is what the daemon knows of the devices' names: each one's
+// deviceNames is what the library knows of the devices' names: each one's
 // newest name (from its device record) and its name history (from its
 // member records, of every library it was in: a device's names are its
-// own). It has a lock of its own: every record rendered for the API asks
+// own). It has a lock of its own: every record rendered for an app asks
 // it, on the handlers' goroutines, while batches from peers update it.
 type deviceNames struct {
 	mu      sync.RWMutex
@@ -88,3 +88,16 @@ func (n *deviceNames) digest() uint64 {
 	}
 	return sum
 }
+
+// NameAt is the name device t.Device had at t, the name a write stamped t
+// is shown with: a rename never changes how history is shown.
+func (l *Library) NameAt(t crdt.Timestamp) string { return l.names.at(t) }
+
+// DeviceName is device id's newest name, from its device record; "" if it
+// never told.
+func (l *Library) DeviceName(id crdt.DeviceID) string { return l.names.get(id) }
+
+// NamesDigest is a digest of every name records are shown with, which
+// changes when a name does: records do not change when their writer is
+// renamed, and a rendering of them does.
+func (l *Library) NamesDigest() uint64 { return l.names.digest() }

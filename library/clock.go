@@ -1,4 +1,4 @@
-package daemon
+package library
 
 import (
 	"sync"
@@ -45,4 +45,9 @@ func (h *hlc) observeAll(entries []crdt.Entry, wall, warnMs uint64) []aheadStamp
 		}
 	}
 	return out
+}
+
+// stamp returns a new timestamp from the hybrid clock.
+func (l *Library) stamp() crdt.Timestamp {
+	return l.clock.now(l.wallMs())
 }

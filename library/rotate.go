@@ -1,4 +1,4 @@
-package daemon
+package library
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
-	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -70,25 +69,18 @@ const maxEpochJump = 64
 // maxEpoch leaves room to rotate after any epoch a device takes.
 const maxEpoch = 1 << 62
 
-// maxMeet bounds the addresses of members on losing secrets kept for the
-// restricted nodes to dial.
-const maxMeet = 64
-
 // leaveRotateJitter spreads the rotations of the members that learn of a
 // leave together: the first offers its secret to the others, whose epoch
 // has then moved.
 const leaveRotateJitter = 2 * time.Second
 
-// peerLibrary is the library as the peer layer takes it.
-func peerLibrary(l store.Library) peer.Library {
-	return peer.Library{ID: l.ID, Secret: l.Secret, Epoch: l.Epoch}
-}
-
-// rotate moves the library to a fresh secret of the next epoch.
-func (d *Daemon) rotate(ctx context.Context, why string) error {
-	d.joinMu.Lock()
-	defer d.joinMu.Unlock()
-	cur, ok := d.store.Library()
+// Rotate moves the library to a fresh secret of the next epoch, and hands
+// it to the connected members; why goes to the log. Forget rotates, and so
+// do the members that learn of a leave.
+func (l *Library) Rotate(ctx context.Context, why string) error {
+	l.moveMu.Lock()
+	defer l.moveMu.Unlock()
+	cur, ok := l.store.Library()
 	if !ok {
 		return errors.New("rotate the library secret: no library")
 	}
@@ -96,18 +88,18 @@ func (d *Daemon) rotate(ctx context.Context, why string) error {
 	if _, err := rand.Read(next.Secret[:]); err != nil {
 		return fmt.Errorf("rotate the library secret: %w", err)
 	}
-	d.log.Info("rotating the library secret", "why", why, "epoch", next.Epoch)
-	return d.moveToLocked(ctx, next, nil)
+	l.log.Info("rotating the library secret", "why", why, "epoch", next.Epoch)
+	return l.moveToLocked(ctx, next, nil)
 }
 
 // moveToLocked makes next the current secret, hands it to the connected
 // members, restarts the node on it (dialling dial too) and runs restricted
-// nodes on the superseded secrets. Callers hold d.joinMu.
-func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []multiaddr.Multiaddr) error {
-	if err := d.store.RotateLibrary(ctx, next); err != nil {
+// nodes on the superseded secrets. Callers hold l.moveMu.
+func (l *Library) moveToLocked(ctx context.Context, next store.Library, dial []multiaddr.Multiaddr) error {
+	if err := l.store.RotateLibrary(ctx, next); err != nil {
 		return err
 	}
-	old := d.net.current()
+	old := l.net.current()
 	var listen, known []multiaddr.Multiaddr
 	if old != nil {
 		listen, known = old.ListenAddrs(), old.MemberAddrs()
@@ -115,201 +107,39 @@ func (d *Daemon) moveToLocked(ctx context.Context, next store.Library, dial []mu
 	// The nodes on the superseded secrets first: the offer below names
 	// them, so that a device that rotated at the same time, and whose
 	// secret loses, can be reached on the old network and brought over.
-	if err := d.restartPreviousLocked(ctx, append(slices.Clone(dial), known...)); err != nil {
+	if err := l.restartPreviousLocked(ctx, append(slices.Clone(dial), known...)); err != nil {
 		return err
 	}
 	if old != nil {
-		offer := peer.Rekey{Library: peerLibrary(next), Removed: d.members.removedIDs(), Addrs: append(old.Addrs(), d.net.previousAddrs()...)}
+		offer := peer.Rekey{Library: peerLibrary(next), Removed: l.members.removedIDs(), Addrs: append(old.Addrs(), l.net.previousAddrs()...)}
 		octx, cancel := context.WithTimeout(ctx, rekeyOfferTimeout)
-		took := old.OfferRekey(octx, offer, d.members.removed)
+		took := old.OfferRekey(octx, offer, l.members.removed)
 		cancel()
-		d.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
+		l.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
 	}
-	d.net.take(true)
+	l.net.take(true)
 	if old != nil {
 		if err := old.Close(); err != nil {
-			d.log.Warn("stop the peer network on the old secret", "err", err)
+			l.log.Warn("stop the peer network on the old secret", "err", err)
 		}
 	}
 	extra := append(dial, known...)
-	err := d.startNodeOn(context.WithoutCancel(ctx), listen, extra)
+	err := l.startNodeOn(context.WithoutCancel(ctx), listen, extra)
 	if err != nil && listen != nil {
-		d.log.Warn("the peer network cannot listen where it did; listening as configured", "addrs", listen, "err", err)
-		err = d.startNodeOn(context.WithoutCancel(ctx), nil, extra)
+		l.log.Warn("the peer network cannot listen where it did; listening as configured", "addrs", listen, "err", err)
+		err = l.startNodeOn(context.WithoutCancel(ctx), nil, extra)
 	}
 	if err != nil {
 		return err
 	}
-	d.log.Info("the library moved to a new secret", "epoch", next.Epoch)
+	l.log.Info("the library moved to a new secret", "epoch", next.Epoch)
 	return nil
-}
-
-// meetOnPrevious dials addrs from the restricted nodes: a member offered
-// a secret that loses to this device's, and its own restricted nodes (on
-// the secret both had before) are where this device's offer reaches it.
-func (d *Daemon) meetOnPrevious(addrs []multiaddr.Multiaddr) {
-	d.log.Info("a member is on a secret that loses to this device's; reaching it on the previous secret", "addrs", addrs)
-	// Restricted nodes started later (a rotation under way) dial them too.
-	nodes := d.net.addMeet(addrs)
-	d.dialFromPrevious(nodes, addrs)
-}
-
-// dialFromPrevious has each restricted node of nodes dial addrs, and keep
-// redialling them.
-func (d *Daemon) dialFromPrevious(nodes []*peer.Node, addrs []multiaddr.Multiaddr) {
-	for _, n := range nodes {
-		d.spawn(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
-			defer cancel()
-			_ = n.Connect(ctx, addrs) // kept and redialled if it fails now
-		})
-	}
-}
-
-// restartPreviousLocked replaces the restricted nodes by one on each
-// superseded secret, dialling peers. Callers hold d.joinMu.
-func (d *Daemon) restartPreviousLocked(ctx context.Context, peers []multiaddr.Multiaddr) error {
-	d.closePreviousLocked()
-	prev := d.store.PreviousLibraries()
-	if len(prev) == 0 {
-		d.net.clearMeet()
-		return nil
-	}
-	static, err := parseAddrs(d.cfg.Peers)
-	if err != nil {
-		return fmt.Errorf("--peer: %w", err)
-	}
-	listen, err := parseAddrs(anyPort(d.cfg.Listen))
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	var nodes []*peer.Node
-	for _, p := range prev {
-		n, err := peer.New(context.WithoutCancel(ctx), peer.Config{
-			Identity:   d.identity,
-			Library:    peerLibrary(p),
-			Name:       d.selfName(),
-			Store:      syncStore{d},
-			Listen:     listen,
-			Peers:      append(static, peers...),
-			MDNS:       !d.cfg.NoMDNS,
-			Now:        d.now,
-			Logger:     d.log.With("component", "peer", "secret", "previous", "epoch", p.Epoch),
-			Removed:    d.members.removed,
-			Restricted: true,
-			Admit:      d.members.current,
-			OnRekey:    d.onRekey,
-			RekeyOffer: d.previousOffer,
-		})
-		if err != nil {
-			d.log.Warn("start the node that brings members over from a previous secret", "epoch", p.Epoch, "err", err)
-			continue
-		}
-		nodes = append(nodes, n)
-	}
-	// Members met on losing secrets (meetOnPrevious) are dialled by the
-	// nodes published here, whichever of the two came first.
-	meet, ok := d.net.setPrevious(nodes)
-	if !ok {
-		for _, n := range nodes {
-			n.Close()
-		}
-		return errors.New("daemon is shutting down")
-	}
-	if len(meet) > 0 {
-		d.dialFromPrevious(nodes, meet)
-	}
-	d.log.Info("bringing members over from the previous secrets", "secrets", len(nodes), "peers", peers)
-	return nil
-}
-
-// closePreviousLocked closes the restricted nodes. Callers hold d.joinMu,
-// or are closing the daemon.
-func (d *Daemon) closePreviousLocked() {
-	for _, n := range d.net.takePrevious() {
-		if err := n.Close(); err != nil {
-			d.log.Warn("stop a node on a previous secret", "err", err)
-		}
-	}
-}
-
-var tcpPort = regexp.MustCompile(`/tcp/[0-9]+`)
-
-// anyPort is the listen addresses with the ports left to the system: the
-// restricted nodes cannot take the main node's ports. Nil stays nil (the
-// default addresses).
-func anyPort(addrs []string) []string {
-	var out []string
-	for _, a := range addrs {
-		out = append(out, tcpPort.ReplaceAllString(a, "/tcp/0"))
-	}
-	return out
-}
-
-// currentOffer is what this device tells a member about the current
-// secret, with where its main node listens.
-func (d *Daemon) currentOffer() (peer.Rekey, bool) {
-	lib, ok := d.store.Library()
-	if !ok {
-		return peer.Rekey{}, false
-	}
-	r := peer.Rekey{Library: peerLibrary(lib), Removed: d.members.removedIDs()}
-	if node := d.net.current(); node != nil {
-		r.Addrs = node.Addrs()
-	}
-	r.Addrs = append(r.Addrs, d.net.previousAddrs()...)
-	return r, true
-}
-
-// previousOffer is what a restricted node offers every member it meets:
-// the current secret.
-func (d *Daemon) previousOffer(to crdt.DeviceID) (peer.Rekey, bool) {
-	if !d.members.current(to) {
-		return peer.Rekey{}, false
-	}
-	return d.currentOffer()
-}
-
-// mainOffer runs when a device connects to the main node on secret lib:
-// it is on that secret. A library that has rotated tells it the epoch (a
-// device that joined by an invite does not know it).
-func (d *Daemon) mainOffer(lib peer.Library, to crdt.DeviceID) (peer.Rekey, bool) {
-	d.noteOnCurrent(lib, to)
-	r, ok := d.currentOffer()
-	if !ok || r.Library.Epoch == 0 || d.members.removed(to) {
-		return peer.Rekey{}, false
-	}
-	return r, true
-}
-
-// noteOnCurrent records that a device was seen on secret lib, if that is
-// the current secret, and once every current member has been, closes the
-// restricted nodes and drops the superseded secrets. A node being replaced
-// still meets devices on the secret it runs on: they are not on the new
-// one (peerNodes.seenOnCurrent).
-func (d *Daemon) noteOnCurrent(lib peer.Library, id crdt.DeviceID) {
-	if !d.net.seenOnCurrent(d.store, lib, id, d.self, d.members.list()) {
-		return
-	}
-	d.spawn(func() {
-		d.joinMu.Lock()
-		defer d.joinMu.Unlock()
-		d.closePreviousLocked()
-		d.net.clearMeet()
-		ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
-		defer cancel()
-		if err := d.store.DropPreviousLibraries(ctx); err != nil {
-			d.log.Warn("forget the previous library secrets", "err", err)
-			return
-		}
-		d.log.Info("every member has the current library secret; the previous secrets are forgotten")
-	})
 }
 
 // onRekey takes a member's offer of a secret (peer.Config.OnRekey): the
 // epoch of the secret this device has, or a secret that supersedes it.
-func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
-	cur, ok := d.store.Library()
+func (l *Library) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
+	cur, ok := l.store.Library()
 	if !ok || r.Library.ID != cur.ID {
 		return false
 	}
@@ -319,8 +149,8 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	if offered.Secret == cur.Secret && offered.Epoch < maxEpoch {
 		// Whoever connects on this secret knows it; only the epoch is news
 		// (to a device that joined by an invite, which carries none).
-		if err := d.store.SetLibraryEpoch(ctx, offered.Epoch); err != nil {
-			d.log.Warn("record the library's epoch", "err", err)
+		if err := l.store.SetLibraryEpoch(ctx, offered.Epoch); err != nil {
+			l.log.Warn("record the library's epoch", "err", err)
 		}
 		return true
 	}
@@ -328,52 +158,52 @@ func (d *Daemon) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		// Epochs are counted by the devices that rotate: no member is this
 		// far ahead, and an epoch near the top would leave no room to
 		// rotate after it.
-		d.log.Warn("refused a library secret whose epoch is implausibly far ahead", "device", from, "epoch", offered.Epoch, "current", cur.Epoch)
+		l.log.Warn("refused a library secret whose epoch is implausibly far ahead", "device", from, "epoch", offered.Epoch, "current", cur.Epoch)
 		return false
 	}
 	offered.From = uint64(from)
 	if !offered.Supersedes(cur) {
-		if d.members.current(from) && len(r.Addrs) > 0 {
+		if l.members.current(from) && len(r.Addrs) > 0 {
 			// A member on a losing or older secret: this device's
 			// restricted nodes offer it the current one.
-			d.meetOnPrevious(r.Addrs)
+			l.meetOnPrevious(r.Addrs)
 		}
 		return false
 	}
-	if !d.members.current(from) {
-		if d.members.removed(from) {
-			d.log.Warn("refused a new library secret from a removed device", "device", from)
+	if !l.members.current(from) {
+		if l.members.removed(from) {
+			l.log.Warn("refused a new library secret from a removed device", "device", from)
 			return false
 		}
-		return d.parkOffer(from, r)
+		return l.parkOffer(from, r)
 	}
 	// Refused from now on, and cut off now: nothing written from here on
 	// may reach a device the library removed.
-	d.members.hint(r.Removed)
-	d.removalsLearned(r.Removed)
-	node := d.net.current()
+	l.members.hint(r.Removed)
+	l.removalsLearned(r.Removed)
+	node := l.net.current()
 	for _, id := range r.Removed {
-		if node != nil && id != d.self {
+		if node != nil && id != l.self {
 			node.Disconnect(id)
 		}
 	}
-	d.log.Info("a member handed over a new library secret", "device", from, "epoch", offered.Epoch)
-	d.spawn(func() {
-		d.joinMu.Lock()
-		defer d.joinMu.Unlock()
-		cur, _ := d.store.Library()
+	l.log.Info("a member handed over a new library secret", "device", from, "epoch", offered.Epoch)
+	l.spawn(func() {
+		l.moveMu.Lock()
+		defer l.moveMu.Unlock()
+		cur, _ := l.store.Library()
 		if !offered.Supersedes(cur) {
 			// This device moved meanwhile (its own rotation, or a better
 			// offer): if the sender's secret lost, bring the sender over.
 			if offered.Secret != cur.Secret {
-				d.meetOnPrevious(r.Addrs)
+				l.meetOnPrevious(r.Addrs)
 			}
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
 		defer cancel()
-		if err := d.moveToLocked(ctx, offered, r.Addrs); err != nil {
-			d.log.Error("move to the new library secret", "err", err)
+		if err := l.moveToLocked(ctx, offered, r.Addrs); err != nil {
+			l.log.Error("move to the new library secret", "err", err)
 		}
 	})
 	return true
@@ -446,17 +276,17 @@ func (p *parkedOffers) has(id crdt.DeviceID) bool {
 // reaches it, and a rotation offers only once: refused for good, the two
 // would stay on different secrets. The offer came over a connection Noise
 // authenticated as from, so taking it later is taking it from from.
-func (d *Daemon) parkOffer(from crdt.DeviceID, r peer.Rekey) bool {
-	taken, parked := d.parked.park(from, r, &d.members)
+func (l *Library) parkOffer(from crdt.DeviceID, r peer.Rekey) bool {
+	taken, parked := l.parked.park(from, r, &l.members)
 	switch {
 	case taken:
 		// The membership was committed since onRekey asked.
-		return d.onRekey(from, r)
+		return l.onRekey(from, r)
 	case !parked:
-		d.log.Warn("refused a new library secret from a device that is not a member", "device", from)
+		l.log.Warn("refused a new library secret from a device that is not a member", "device", from)
 		return false
 	}
-	d.log.Info("a device not known as a member yet offered a new library secret; it is taken if its membership arrives", "device", from, "epoch", r.Library.Epoch)
+	l.log.Info("a device not known as a member yet offered a new library secret; it is taken if its membership arrives", "device", from, "epoch", r.Library.Epoch)
 	return false
 }
 
@@ -465,45 +295,45 @@ func (d *Daemon) parkOffer(from crdt.DeviceID, r peer.Rekey) bool {
 // of them handed this device its current secret, that secret may be known
 // to whoever holds the removed device (a device removed while this one was
 // away may still rotate and offer its own secret), so it rotates again.
-func (d *Daemon) removalsLearned(ids []crdt.DeviceID) {
-	cur, ok := d.store.Library()
+func (l *Library) removalsLearned(ids []crdt.DeviceID) {
+	cur, ok := l.store.Library()
 	if !ok || cur.From == 0 {
 		return
 	}
 	for _, id := range ids {
 		if uint64(id) == cur.From {
-			d.rotateSoon(fmt.Sprintf("the current secret came from device %s, which was removed", id))
+			l.rotateSoon(fmt.Sprintf("the current secret came from device %s, which was removed", id))
 			return
 		}
 	}
 }
 
 // rotateAfterLeave rotates the secret after device id left the library.
-func (d *Daemon) rotateAfterLeave(id crdt.DeviceID) {
-	d.rotateSoon(fmt.Sprintf("device %s left", id))
+func (l *Library) rotateAfterLeave(id crdt.DeviceID) {
+	l.rotateSoon(fmt.Sprintf("device %s left", id))
 }
 
 // rotateSoon rotates the secret after a short random delay, unless the
 // epoch moves meanwhile (another member rotated for the same reason).
-func (d *Daemon) rotateSoon(why string) {
-	lib, _ := d.store.Library()
+func (l *Library) rotateSoon(why string) {
+	lib, _ := l.store.Library()
 	epoch := lib.Epoch
 	wait := mrand.N(leaveRotateJitter)
-	d.spawn(func() {
+	l.spawn(func() {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-d.closing:
+		case <-l.life.Done():
 			return
 		}
-		if cur, _ := d.store.Library(); cur.Epoch != epoch {
+		if cur, _ := l.store.Library(); cur.Epoch != epoch {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
 		defer cancel()
-		if err := d.rotate(ctx, why); err != nil {
-			d.log.Error("rotate the library secret", "why", why, "err", err)
+		if err := l.Rotate(ctx, why); err != nil {
+			l.log.Error("rotate the library secret", "why", why, "err", err)
 		}
 	})
 }

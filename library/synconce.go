@@ -1,4 +1,4 @@
-package daemon
+package library
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // SyncOnce is what a device that cannot stay up runs: a phone's background
 // job (Android WorkManager, an iOS background task), cron, a laptop that
-// wakes for a minute. The daemon is started as usual; SyncOnce waits until
+// wakes for a minute. The library is opened as usual; SyncOnce waits until
 // this device has caught up with every peer it could reach, both ways, and
 // reports what moved.
 
@@ -99,16 +99,16 @@ func peerLabel(p SyncPeer) string {
 // SyncOnce returns when this device has caught up, both ways, with every
 // peer it could reach (see peer.SyncState for when a peer counts as not
 // reachable), or when ctx ends: then the report says how far it got, and
-// the error is nil. The error is for a daemon that closed meanwhile.
+// the error is nil. The error is for a library that closed meanwhile.
 // Nothing is re-sent that a peer already has: the sync streams resume from
-// their cursors, as they do for the daemon.
-func (d *Daemon) SyncOnce(ctx context.Context) (SyncReport, error) {
+// their cursors, as they always do.
+func (l *Library) SyncOnce(ctx context.Context) (SyncReport, error) {
 	start := time.Now()
 	for {
 		// Read each time: a join replaces the network.
-		node := d.net.current()
+		node := l.net.current()
 		if node == nil {
-			return SyncReport{}, errors.New("sync: the daemon is shut down")
+			return SyncReport{}, errors.New("sync: the library is closed")
 		}
 		state, changed := node.SyncState()
 		r := syncReport(state)
@@ -120,8 +120,8 @@ func (d *Daemon) SyncOnce(ctx context.Context) (SyncReport, error) {
 		case <-changed:
 		case <-ctx.Done():
 			return r, nil
-		case <-d.closing:
-			return r, errors.New("sync: the daemon is shutting down")
+		case <-l.life.Done():
+			return r, errors.New("sync: the library is closing")
 		}
 	}
 }
@@ -142,7 +142,7 @@ func syncReport(state peer.SyncState) SyncReport {
 			Received: p.RecordsIn,
 			Sent:     p.RecordsOut,
 		}
-		sp.CaughtUp = sp.Reached && inSync(p)
+		sp.CaughtUp = sp.Reached && InSync(p)
 		if !sp.Reached {
 			sp.Err = p.LastError
 		}
@@ -157,8 +157,8 @@ func syncReport(state peer.SyncState) SyncReport {
 	return r
 }
 
-// inSync reports whether this device and p have each merged everything of
+// InSync reports whether this device and p have each merged everything of
 // the other.
-func inSync(p peer.PeerInfo) bool {
+func InSync(p peer.PeerInfo) bool {
 	return p.Connected && p.CaughtUp && p.Delivered
 }

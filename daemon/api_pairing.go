@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/library"
+)
+
+// Pairing and joining (library/pairing.go, library/join.go): POST
+// /v1/pairing makes a short-code invitation, GET and DELETE
+// /v1/pairing/{id} follow and cancel it; POST /v1/join joins the library
+// of a short or a long code; POST /v1/leave leaves the library.
+
+func (d *Daemon) handlePairingCreate(w http.ResponseWriter, r *http.Request) error {
+	if r.ContentLength != 0 {
+		var empty struct{}
+		if err := decodeBody(w, r, &empty); err != nil {
+			return err
+		}
+	}
+	p, err := d.lib.OpenPairing()
+	if err != nil {
+		return refusal(err)
+	}
+	writeJSON(w, http.StatusCreated, pairingView(p))
+	return nil
+}
+
+// handlePairingGet answers an invitation's state; with ?wait=1 it first
+// waits until the invitation has ended (or the client goes away), so a
+// client learns the outcome without polling.
+func (d *Daemon) handlePairingGet(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	p, done, ok := d.lib.Pairing(id)
+	if !ok {
+		return noPairing(id)
+	}
+	switch r.URL.Query().Get("wait") {
+	case "", "0", "false":
+	case "1", "true":
+		select {
+		case <-done:
+		case <-r.Context().Done():
+			return nil
+		case <-d.closing:
+		}
+		p, _, _ = d.lib.Pairing(id)
+	default:
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "wait must be 1 or 0, not %q", r.URL.Query().Get("wait"))
+	}
+	writeJSON(w, http.StatusOK, pairingView(p))
+	return nil
+}
+
+func (d *Daemon) handlePairingDelete(w http.ResponseWriter, r *http.Request) error {
+	p, ok := d.lib.CancelPairing(r.PathValue("id"))
+	if !ok {
+		return noPairing(r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, pairingView(p))
+	return nil
+}
+
+func noPairing(id string) error {
+	return errorf(http.StatusNotFound, api.CodeNotFound, "no invitation %q (only the last %d are kept)", id, library.MaxRecentPairings)
+}
+
+// pairingView is the API's picture of an invitation.
+func pairingView(p library.Pairing) api.Pairing {
+	return api.Pairing{
+		ID:         p.ID,
+		Code:       p.Code,
+		Expires:    p.Expires.UTC().Format(time.RFC3339),
+		State:      string(p.State),
+		Addresses:  p.Addresses,
+		Device:     p.Device,
+		DeviceName: p.DeviceName,
+		Detail:     p.Detail,
+	}
+}
+
+func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
+	var req api.JoinRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Code == nil || *req.Code == "" {
+		return errorf(http.StatusBadRequest, api.CodeInvalid, "code is required")
+	}
+	lib, err := d.lib.Join(r.Context(), *req.Code, req.PairAddr)
+	if err != nil {
+		return refusal(err)
+	}
+	writeJSON(w, http.StatusOK, api.Joined{Library: api.Library{ID: hex.EncodeToString(lib[:])}})
+	return nil
+}
+
+// POST /v1/leave (danyue leave): this device leaves its library.
+func (d *Daemon) handleLeave(w http.ResponseWriter, r *http.Request) error {
+	left, err := d.lib.Leave(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.Left{Library: api.Library{ID: hex.EncodeToString(left.Library[:])}, Delivered: left.Delivered})
+	return nil
+}
+
+// refusals maps the kinds of a library.Refusal to their API status and
+// code.
+var refusals = []struct {
+	kind   error
+	status int
+	code   string
+}{
+	{library.ErrBadInvite, http.StatusBadRequest, api.CodeBadInvite},
+	{library.ErrBadPairAddr, http.StatusBadRequest, api.CodeInvalid},
+	{library.ErrNoInviter, http.StatusNotFound, api.CodeNoInviter},
+	{library.ErrWrongCode, http.StatusForbidden, api.CodeWrongCode},
+	{library.ErrCodeSpent, http.StatusGone, api.CodeCodeSpent},
+	{library.ErrPairingFailed, http.StatusBadGateway, api.CodeUnavailable},
+	{library.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
+}
+
+// refusal turns a library.Refusal into the API's error, its message as the
+// detail; any other error is the daemon's.
+func refusal(err error) error {
+	var r *library.Refusal
+	if !errors.As(err, &r) {
+		return err
+	}
+	for _, m := range refusals {
+		if errors.Is(r.Kind, m.kind) {
+			return errorf(m.status, m.code, "%s", r.Msg)
+		}
+	}
+	return err
+}

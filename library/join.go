@@ -1,0 +1,254 @@
+package library
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/pair"
+	"github.com/danyue/danyue/pair/rendezvous"
+	"github.com/danyue/danyue/peer"
+	"github.com/danyue/danyue/store"
+)
+
+// Moving this device between libraries: Join moves it into the library of
+// an invite (a long code, or a short code paired for), Leave into a new
+// library of its own. Either way its books stay and merge into the library
+// it moves to.
+
+// Refusal is an error the user can act on. Kind is one of the sentinels
+// below (errors.Is finds it), for a caller to tell the cases apart; the
+// message says what happened and what to do.
+type Refusal struct {
+	Kind error
+	Msg  string
+}
+
+func (r *Refusal) Error() string { return r.Msg }
+func (r *Refusal) Unwrap() error { return r.Kind }
+
+func refusef(kind error, format string, args ...any) *Refusal {
+	return &Refusal{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// The kinds of a Refusal of Join.
+var (
+	// ErrBadInvite: the code is neither a short code nor a long one.
+	ErrBadInvite = errors.New("bad invite code")
+	// ErrBadPairAddr: the inviter's address is not HOST:PORT, or was given
+	// with a long code.
+	ErrBadPairAddr = errors.New("bad pairing address")
+	// ErrNoInviter: no inviter of the short code was found or reached.
+	ErrNoInviter = errors.New("no inviter")
+	// ErrWrongCode: the inviter's code is another, and is spent now.
+	ErrWrongCode = errors.New("wrong code")
+	// ErrCodeSpent: the code was used or has expired.
+	ErrCodeSpent = errors.New("code spent")
+	// ErrPairingFailed: the pairing ran and failed otherwise.
+	ErrPairingFailed = errors.New("pairing failed")
+)
+
+// browseTimeout bounds how long a joiner looks for the inviter by mDNS.
+const browseTimeout = 15 * time.Second
+
+// leaveDeliverTimeout bounds how long a leaving device waits for a member
+// to merge its removal.
+const leaveDeliverTimeout = 10 * time.Second
+
+// Join moves this device into the library of code: a long invite code, or
+// a short code, whose inviter is found at pairAddr (HOST:PORT) if given,
+// else by mDNS. It returns the library's id. The new library is stored, the
+// peer network restarts under its key and dials the inviter; every book
+// this device has stays and merges into the library. A code that does not
+// work is a *Refusal.
+func (l *Library) Join(ctx context.Context, code, pairAddr string) (crdt.LibraryID, error) {
+	inv, err := l.inviteOf(ctx, code, pairAddr)
+	if err != nil {
+		return crdt.LibraryID{}, err
+	}
+	return crdt.LibraryID(inv.Library.ID), l.join(ctx, inv)
+}
+
+// join moves this device into the invite's library.
+func (l *Library) join(ctx context.Context, inv peer.Invite) error {
+	l.moveMu.Lock()
+	defer l.moveMu.Unlock()
+	if old := l.net.take(false); old != nil {
+		if err := old.Close(); err != nil {
+			l.log.Warn("stop peer network for join", "err", err)
+		}
+	}
+	if err := l.store.SetLibrary(ctx, store.Library{ID: inv.Library.ID, Secret: inv.Library.Secret}); err != nil {
+		return errors.Join(err, l.startNode(context.WithoutCancel(ctx), nil))
+	}
+	if err := l.joined(ctx, inv); err != nil {
+		l.log.Warn("record this device as added by its inviter", "err", err)
+	}
+	l.log.Info("joined library", "library", hex.EncodeToString(inv.Library.ID[:]), "inviter", inv.Peer)
+	return l.startNode(context.WithoutCancel(ctx), inv.PeerAddrs())
+}
+
+// inviteOf returns the library invite of a join: a short code is paired
+// for, a long code carries it.
+func (l *Library) inviteOf(ctx context.Context, text, pairAddr string) (peer.Invite, error) {
+	code, err := pair.ParseCode(text)
+	if err == nil {
+		return l.pairByCode(ctx, code, pairAddr)
+	}
+	if looksLikeShortCode(text) {
+		return peer.Invite{}, refusef(ErrBadInvite, "%v (a long invite code starts with danyue1-)", err)
+	}
+	if pairAddr != "" {
+		return peer.Invite{}, refusef(ErrBadPairAddr, "pairAddr goes with a short code, not a long one")
+	}
+	inv, err := peer.DecodeInvite(text)
+	if err != nil {
+		return peer.Invite{}, refusef(ErrBadInvite, "%v", err)
+	}
+	return inv, nil
+}
+
+// looksLikeShortCode tells a mistyped short code from a mistyped long one,
+// to say what is wrong with the right format.
+func looksLikeShortCode(s string) bool {
+	return !strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), "danyue")
+}
+
+// findInviter returns where the inviter of code listens: pairAddr if
+// given, else what mDNS finds.
+func (l *Library) findInviter(ctx context.Context, code pair.Code, pairAddr string) ([]string, error) {
+	switch {
+	case pairAddr != "":
+		if _, _, err := net.SplitHostPort(pairAddr); err != nil {
+			return nil, refusef(ErrBadPairAddr, "pairAddr %q is not HOST:PORT: %v", pairAddr, err)
+		}
+		return []string{pairAddr}, nil
+	case !l.cfg.MDNS:
+		return nil, refusef(ErrNoInviter, "LAN discovery is off (--no-mdns), so the inviter cannot be found: give its address with --pair-addr HOST:PORT (`danyue invite` prints it)")
+	}
+	bctx, cancel := context.WithTimeout(ctx, browseTimeout)
+	defer cancel()
+	found, err := rendezvous.Browse(bctx, code.Channel, nil, l.log.With("component", "pairing"))
+	if err != nil {
+		return nil, refusef(ErrNoInviter, "no device on this network offers code %d-… (looked for %v): the code may have been used or expired (it lasts five minutes), or `danyue invite` is not waiting there; on a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, browseTimeout)
+	}
+	return found, nil
+}
+
+// pairByCode finds the inviter of a short code, runs the pairing and
+// returns the library invite it handed over.
+func (l *Library) pairByCode(ctx context.Context, code pair.Code, pairAddr string) (peer.Invite, error) {
+	addrs, err := l.findInviter(ctx, code, pairAddr)
+	if err != nil {
+		return peer.Invite{}, err
+	}
+	var inv peer.Invite
+	accept := func(payload, _ []byte) error {
+		var err error
+		inv, err = peer.DecodeInvite(string(payload))
+		return err
+	}
+	for _, a := range addrs {
+		var j *rendezvous.Joined
+		j, err = rendezvous.Join(ctx, a, code, l.pairAD(), accept)
+		if err == nil {
+			l.log.Info("paired by short code", "inviter", parsePairAD(j.PeerAD).Name, "addr", a)
+			return inv, nil
+		}
+		if !errors.Is(err, rendezvous.ErrUnreachable) {
+			break // a session ran: its answer is final
+		}
+	}
+	switch {
+	case errors.Is(err, pair.ErrWrongCode):
+		return peer.Invite{}, refusef(ErrWrongCode, "wrong code: it does not match the inviter's, and that code is now spent; run `danyue invite` again on the other device and type the new code")
+	case errors.Is(err, pair.ErrRefused):
+		return peer.Invite{}, refusef(ErrCodeSpent, "the code was already used or has expired; run `danyue invite` again on the other device")
+	case errors.Is(err, rendezvous.ErrUnreachable):
+		return peer.Invite{}, refusef(ErrNoInviter, "cannot reach the inviter at %s: its code may have been used or expired, or a firewall blocks the port (%v)", strings.Join(addrs, ", "), err)
+	}
+	return peer.Invite{}, refusef(ErrPairingFailed, "pairing with the inviter failed: %v", err)
+}
+
+// Left is what Leave did.
+type Left struct {
+	// Library is the new library this device is in, of its own.
+	Library crdt.LibraryID
+	// Delivered: a member confirmed the leave (it merged the removal, or
+	// dropped this device) before this device went.
+	Delivered bool
+}
+
+// Leave removes this device from its library, waits (a bounded time) for
+// a connected member to merge the removal, and moves the device to a new
+// library of its own, with a new secret: the old secret is gone from it,
+// and the members that learn of the leave rotate theirs (rotate.go). The
+// books stay on the device.
+func (l *Library) Leave(ctx context.Context) (Left, error) {
+	lib := l.members.library()
+	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, l.self, at) }); err != nil {
+		return Left{}, fmt.Errorf("record that this device leaves: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, leaveDeliverTimeout)
+	delivered := l.waitDelivered(wctx)
+	cancel()
+	if !delivered {
+		l.log.Warn("no member confirmed this device's leave before it went; the others learn of it only if it reached one of them")
+	}
+	next, err := peer.NewLibrary()
+	if err != nil {
+		return Left{}, err
+	}
+	if err := l.join(context.WithoutCancel(ctx), peer.Invite{Library: next}); err != nil {
+		return Left{}, fmt.Errorf("start a library of this device's own: %w", err)
+	}
+	l.log.Info("left the library", "library", hex.EncodeToString(lib[:]), "delivered", delivered)
+	return Left{Library: crdt.LibraryID(next.ID), Delivered: delivered}, nil
+}
+
+// waitDelivered waits until a member has merged everything this device
+// wrote, or a member it was connected to drops it (its gater refuses a
+// removed device once it has merged the removal), or ctx ends.
+func (l *Library) waitDelivered(ctx context.Context) bool {
+	var had map[crdt.DeviceID]bool
+	for {
+		node := l.net.current()
+		if node == nil {
+			return false
+		}
+		state, changed := node.SyncState()
+		now := make(map[crdt.DeviceID]bool)
+		for _, p := range state.Peers {
+			if !p.Connected {
+				continue
+			}
+			if p.Delivered {
+				return true
+			}
+			now[p.Device] = true
+		}
+		if had == nil {
+			had = now
+			if len(had) == 0 {
+				return false // nobody to tell
+			}
+		}
+		for id := range had {
+			if !now[id] {
+				return true
+			}
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		case <-l.life.Done():
+			return false
+		}
+	}
+}

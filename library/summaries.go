@@ -1,0 +1,166 @@
+package library
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+)
+
+// What tombstone collection exchanges with the other members (collect.go
+// runs the loop): the summaries each member gossips of how far it has
+// merged everyone, and the residues of collected books handed to a device
+// that pulls this store from the start.
+
+// summaries is what this device gossips (peer.Config.Summaries): its own
+// summary and the latest known of every other device.
+func (l *Library) summaries() []crdt.Summary {
+	l.coll.mu.Lock()
+	defer l.coll.mu.Unlock()
+	return l.summariesLocked()
+}
+
+func (l *Library) summariesLocked() []crdt.Summary {
+	list := l.coll.known.List()
+	return slices.DeleteFunc(list, func(s crdt.Summary) bool { return s.Device != l.self && !l.members.current(s.Device) })
+}
+
+// onSummaries takes what a peer gossiped (peer.Config.OnSummaries). Only a
+// current member's word counts. A summary that shows a device's store
+// behind what it said before (restored from an old copy) makes the next
+// pull from that device start from 0, so its old copies meet the residues
+// here; a member's cursor into this store past its end (this one was
+// restored) makes its later changes take numbers after that cursor.
+func (l *Library) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
+	if !l.admitted(from) {
+		l.log.Debug("summaries from a removed device: ignored", "device", from)
+		return
+	}
+	var (
+		behind    []crdt.DeviceID
+		hand      bool
+		handEpoch uint64
+		skipPast  uint64 // the furthest cursor into this store
+	)
+	l.coll.mu.Lock()
+	added := false
+	for _, s := range list {
+		if s.Device == from && l.coll.handed[from] != s.Epoch {
+			// A device that has merged nothing of this store's epoch pulls
+			// it from the start, and gets no collected book that way.
+			if c, ok := s.CursorInto(l.self); !ok || c.Epoch != l.store.Epoch() || l.coll.owed[from] == s.Epoch {
+				l.coll.handed[from], hand, handEpoch = s.Epoch, true, s.Epoch
+			}
+		}
+		// This device knows itself better; a device that is not a current
+		// member holds nothing back, and keeping only members' bounds what
+		// is kept and gossiped.
+		if s.Device == l.self || !l.members.current(s.Device) {
+			continue
+		}
+		if c, ok := s.CursorInto(l.self); ok && c.Epoch == l.store.Epoch() && c.Seq > skipPast {
+			skipPast = c.Seq
+		}
+		old, had := l.coll.known[s.Device]
+		if !l.coll.known.Add(s) {
+			continue
+		}
+		added = true
+		if had && old.Epoch == s.Epoch && old.Seq > s.Seq {
+			behind = append(behind, s.Device)
+		}
+	}
+	if added {
+		l.coll.news = true
+	}
+	l.coll.mu.Unlock()
+	if node := l.net.current(); node != nil {
+		for _, b := range behind {
+			node.PullAllFrom(b)
+		}
+	}
+	if last := l.store.LastSeq(); skipPast > last {
+		// A member has merged this store further than it holds: it went
+		// back (restored from an old copy). Later changes take numbers past
+		// that cursor, so that no device that saw the lost state passes
+		// them; the peer layer sends each puller whose cursor is past what
+		// it can have had everything again.
+		l.log.Warn("a member has merged this device's store further than it holds (restored from an old copy?); numbering later changes after its cursor",
+			"from", from, "cursor", skipPast, "last", last)
+		ctx, cancel := l.untilClosing(time.Minute)
+		defer cancel()
+		if err := l.store.SkipPast(ctx, skipPast); err != nil {
+			l.log.Warn("number changes after a member's cursor", "err", err)
+		}
+	}
+	if hand {
+		l.spawn(func() { l.handResidues(from, handEpoch) })
+	}
+	if added {
+		l.coll.wake()
+	}
+}
+
+// loadSummaries takes the other members' summaries saved before a restart,
+// so that a member away now counts for what it last said it holds. Any
+// summary that arrived since is later and stays.
+func (l *Library) loadSummaries(ctx context.Context) {
+	list, err := l.store.Summaries(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.log.Warn("collection: the saved summaries are ignored; members count again once they gossip", "err", err)
+		}
+		return
+	}
+	l.coll.mu.Lock()
+	defer l.coll.mu.Unlock()
+	for _, s := range list {
+		if s.Device != l.self && l.members.current(s.Device) {
+			l.coll.known.Add(s)
+		}
+	}
+}
+
+// handResidues hands device to (of store epoch) what is left of the books
+// this device collected: it pulls this store from the start, which lists
+// none of them, and should hold their deletes (crdt/collect.go).
+func (l *Library) handResidues(to crdt.DeviceID, epoch uint64) {
+	ctx, cancel := l.untilClosing(2 * time.Minute)
+	defer cancel()
+	var records [][]byte
+	err := l.store.Residues(ctx, func(data []byte) error {
+		records = append(records, slices.Clone(data))
+		return nil
+	})
+	node := l.net.current()
+	if err != nil || len(records) == 0 || node == nil {
+		if err != nil {
+			l.log.Warn("collection: read the residues to hand over", "device", to, "err", err)
+		}
+		return
+	}
+	if err := node.SendResidues(ctx, to, records); err != nil {
+		l.log.Info("collection: residues not handed over; again with its next summary", "device", to, "err", err)
+		l.coll.mu.Lock()
+		delete(l.coll.handed, to)
+		l.coll.owed[to] = epoch
+		l.coll.mu.Unlock()
+		return
+	}
+	l.coll.mu.Lock()
+	if l.coll.owed[to] == epoch {
+		delete(l.coll.owed, to)
+	}
+	l.coll.mu.Unlock()
+	l.log.Info("handed what is left of collected books to a device that pulls this one from the start", "device", to, "books", len(records))
+}
+
+// onResidues merges residues a member handed over (peer.Config.OnResidues).
+func (l *Library) onResidues(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error {
+	if !l.admitted(from) {
+		return fmt.Errorf("residues from device %s, which was removed from the library", from)
+	}
+	return l.applyFrom(ctx, from, entries, nil)
+}
