@@ -44,8 +44,42 @@ func TestTwoDevices(t *testing.T) {
 		t.Fatalf("book event = %s (%v), want A's position", ev.Data, err)
 	}
 
-	// Read time from both devices adds up: 10 h + 5 h = 15 h, on both, and
-	// stays 15 h however many sync rounds follow.
+	readTimeAddsUp(t, a, b)
+
+	// A delete on A shows on B as deleted, with an honest event.
+	mustDo(a.client.Delete(ctx, keyA))(t)
+	waitBook(t, b.client, keyA, "B to see the delete", func(bk api.Book) bool { return bk.Deleted })
+	ev = events.next(t, "deleted")
+	var del api.Deleted
+	if err := json.Unmarshal(ev.Data, &del); err != nil {
+		t.Fatal(err)
+	}
+	if del.Key != keyA || del.DeviceName != "laptop" || !strings.Contains(del.Message, "laptop") ||
+		!strings.Contains(del.Message, "Nothing on this device was deleted") || !strings.Contains(del.Message, "brings it back") {
+		t.Fatalf("deleted event = %+v", del)
+	}
+
+	// Reading on B brings it back on A, with all its read time.
+	mustDo(b.client.SetPosition(ctx, keyA, 5000, 0.5, ""))(t)
+	waitBook(t, a.client, keyA, "A to see the book back", func(bk api.Book) bool { return !bk.Deleted && bk.Position.Char == 5000 })
+	if bk := mustDo(a.client.Book(ctx, keyA))(t); bk.ReadTime.TotalMs != uint64(15*hour) {
+		t.Fatalf("revived book has %d ms, want 15 h", bk.ReadTime.TotalMs)
+	}
+
+	// Both see each other as connected peers.
+	peers := mustDo(a.client.Peers(ctx))(t)
+	if len(peers) != 1 || !peers[0].Connected || peers[0].Name != "phone" {
+		t.Fatalf("A's peers = %+v, want phone connected", peers)
+	}
+}
+
+// readTimeAddsUp checks that read time from both devices adds up: 10 h +
+// 5 h = 15 h, on both, and stays 15 h however many sync rounds follow;
+// and that a write made after seeing the other side's last write wins on
+// both.
+func readTimeAddsUp(t *testing.T, a, b *testDaemon) {
+	t.Helper()
+	ctx := ctxT(t)
 	mustDo(a.client.AddReadTime(ctx, keyA, 10*hour, ""))(t)
 	mustDo(b.client.AddReadTime(ctx, keyA, 5*hour, ""))(t)
 	for _, d := range []*testDaemon{a, b} {
@@ -76,31 +110,6 @@ func TestTwoDevices(t *testing.T) {
 		t.Fatalf("B's read time = %+v, want 5 h here and 10 h on A", bk.ReadTime)
 	}
 
-	// A delete on A shows on B as deleted, with an honest event.
-	mustDo(a.client.Delete(ctx, keyA))(t)
-	waitBook(t, b.client, keyA, "B to see the delete", func(bk api.Book) bool { return bk.Deleted })
-	ev = events.next(t, "deleted")
-	var del api.Deleted
-	if err := json.Unmarshal(ev.Data, &del); err != nil {
-		t.Fatal(err)
-	}
-	if del.Key != keyA || del.DeviceName != "laptop" || !strings.Contains(del.Message, "laptop") ||
-		!strings.Contains(del.Message, "Nothing on this device was deleted") || !strings.Contains(del.Message, "brings it back") {
-		t.Fatalf("deleted event = %+v", del)
-	}
-
-	// Reading on B brings it back on A, with all its read time.
-	mustDo(b.client.SetPosition(ctx, keyA, 5000, 0.5, ""))(t)
-	waitBook(t, a.client, keyA, "A to see the book back", func(bk api.Book) bool { return !bk.Deleted && bk.Position.Char == 5000 })
-	if bk := mustDo(a.client.Book(ctx, keyA))(t); bk.ReadTime.TotalMs != uint64(15*hour) {
-		t.Fatalf("revived book has %d ms, want 15 h", bk.ReadTime.TotalMs)
-	}
-
-	// Both see each other as connected peers.
-	peers := mustDo(a.client.Peers(ctx))(t)
-	if len(peers) != 1 || !peers[0].Connected || peers[0].Name != "phone" {
-		t.Fatalf("A's peers = %+v, want phone connected", peers)
-	}
 }
 
 func waitBook(t *testing.T, c *client.Client, key, what string, cond func(api.Book) bool) {

@@ -215,72 +215,8 @@ func TestChangesUnderWrites(t *testing.T) {
 	d := startStillDaemon(t)
 	ctx := ctxT(t)
 	shelve(t, d, 50)
-	const writers, writes, books = 4, 60, 80
-
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(w), 1))
-			for range writes {
-				k := testKey(r.IntN(books))
-				var err error
-				switch r.IntN(4) {
-				case 0:
-					_, err = d.client.Delete(ctx, k)
-				case 1:
-					_, err = d.client.AddReadTime(ctx, k, 1000, "")
-				default:
-					_, err = d.client.SetPosition(ctx, k, int64(r.IntN(10000)), 0.5, "")
-				}
-				var ae *client.APIError
-				if err != nil && !(errors.As(err, &ae) && ae.Code == api.CodeNotFound) {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-
-	mirror := map[string]api.Change{}
-	var since uint64
-	var epoch string
-	answers, limit := 0, 7
-	for finished := false; ; {
-		select {
-		case <-done:
-			finished = true
-		default:
-		}
-		ch, err := d.client.Changes(ctx, since, limit, 20*time.Millisecond)
-		if err != nil {
-			t.Fatal(err)
-		}
-		answers++
-		if epoch != "" && ch.Epoch != epoch {
-			t.Fatalf("epoch changed from %s to %s", epoch, ch.Epoch)
-		}
-		epoch = ch.Epoch
-		if len(ch.Changes) > limit || ch.Last < since {
-			t.Fatalf("answer of %d changes for limit %d, last %d after since %d", len(ch.Changes), limit, ch.Last, since)
-		}
-		for _, c := range ch.Changes {
-			if c.Seq <= since || c.Seq > ch.Last {
-				t.Fatalf("change of %s at seq %d answered for since %d, last %d: a repeat or out of range", c.Book.Key, c.Seq, since, ch.Last)
-			}
-			if old, ok := mirror[c.Book.Key]; ok && old.Seq >= c.Seq {
-				t.Fatalf("book %s answered at seq %d after seq %d", c.Book.Key, c.Seq, old.Seq)
-			}
-			mirror[c.Book.Key] = c
-		}
-		since = ch.Last
-		if finished && !ch.More && since == d.store.LastSeq() {
-			break
-		}
-	}
+	done := randomWrites(t, d, 4, 60, 80)
+	mirror, answers, since := followChanges(t, d, done)
 	// The copy is the shelf.
 	shelf := map[string]bool{}
 	err := d.client.EachBook(ctx, client.BooksQuery{Limit: 1000, Sort: "key", Deleted: true}, func(b api.Book) error {
@@ -306,6 +242,80 @@ func TestChangesUnderWrites(t *testing.T) {
 		}
 	}
 	t.Logf("%d answers, %d books followed to seq %d", answers, len(mirror), since)
+}
+
+// randomWrites has writers clients each make writes random writes
+// (deletes, read time, positions) to books books of d, and returns a
+// channel closed once they are done.
+func randomWrites(t *testing.T, d *testDaemon, writers, writes, books int) <-chan struct{} {
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range writes {
+				k := testKey(r.IntN(books))
+				var err error
+				switch r.IntN(4) {
+				case 0:
+					_, err = d.client.Delete(ctxT(t), k)
+				case 1:
+					_, err = d.client.AddReadTime(ctxT(t), k, 1000, "")
+				default:
+					_, err = d.client.SetPosition(ctxT(t), k, int64(r.IntN(10000)), 0.5, "")
+				}
+				var ae *client.APIError
+				if err != nil && !(errors.As(err, &ae) && ae.Code == api.CodeNotFound) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// followChanges follows /v1/changes of d in small pages until done is
+// closed and it has answered every change, checking that no change is
+// answered twice; it returns the follower's copy, how many answers it
+// took and the last sequence number answered.
+func followChanges(t *testing.T, d *testDaemon, done <-chan struct{}) (mirror map[string]api.Change, answers int, since uint64) {
+	mirror = map[string]api.Change{}
+	var epoch string
+	const limit = 7
+	for finished := false; ; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		ch, err := d.client.Changes(ctxT(t), since, limit, 20*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers++
+		if epoch != "" && ch.Epoch != epoch {
+			t.Fatalf("epoch changed from %s to %s", epoch, ch.Epoch)
+		}
+		epoch = ch.Epoch
+		if len(ch.Changes) > limit || ch.Last < since {
+			t.Fatalf("answer of %d changes for limit %d, last %d after since %d", len(ch.Changes), limit, ch.Last, since)
+		}
+		for _, c := range ch.Changes {
+			if c.Seq <= since || c.Seq > ch.Last {
+				t.Fatalf("change of %s at seq %d answered for since %d, last %d: a repeat or out of range", c.Book.Key, c.Seq, since, ch.Last)
+			}
+			if old, ok := mirror[c.Book.Key]; ok && old.Seq >= c.Seq {
+				t.Fatalf("book %s answered at seq %d after seq %d", c.Book.Key, c.Seq, old.Seq)
+			}
+			mirror[c.Book.Key] = c
+		}
+		since = ch.Last
+		if finished && !ch.More && since == d.store.LastSeq() {
+			return mirror, answers, since
+		}
+	}
 }
 
 func TestChangesLongPoll(t *testing.T) {

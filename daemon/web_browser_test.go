@@ -55,20 +55,45 @@ func artifacts(t *testing.T) string {
 // link, shows both devices and the book, follows writes made elsewhere
 // without a reload, and brings a deleted book back on every device.
 func TestWebPageInBrowser(t *testing.T) {
-	exe := chromium(t)
-	shots := artifacts(t)
-	a := startDaemon(t, withKosync(func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0" }))
-	b := startDaemon(t, func(c *Config) { c.Name = "phone" })
-	ctx := ctxT(t)
-	joinLibrary(t, a, b)
+	p := newPageTest(t)
+	p.login()
+	p.shelf()
+	p.live()
+	p.deleteAndRestore()
+	p.search()
+	p.pairing()
+	p.refused()
+}
 
-	const title = "三体 · The Three-Body Problem"
-	mustDo(b.client.SetPosition(ctx, keyA, 1200, 0.12, title))(t)
+// pageTest is the browser test's state, phase after phase: two daemons in
+// one library and a browser logged in to the first one's page.
+type pageTest struct {
+	t      *testing.T
+	a, b   *testDaemon
+	ctx    context.Context // of the API calls
+	bctx   context.Context // of the browser
+	base   string          // the page's URL, without a path
+	shots  string          // where screenshots go
+	cookie *http.Cookie    // the page's session, once logged in
+}
+
+const pageTitle = "三体 · The Three-Body Problem"
+
+// newPageTest starts the daemons, writes the books and KOReader's
+// progress, and starts the browser.
+func newPageTest(t *testing.T) *pageTest {
+	exe := chromium(t)
+	p := &pageTest{t: t, shots: artifacts(t), ctx: ctxT(t)}
+	p.a = startDaemon(t, withKosync(func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0" }))
+	p.b = startDaemon(t, func(c *Config) { c.Name = "phone" })
+	joinLibrary(t, p.a, p.b)
+	a, b, ctx := p.a, p.b, p.ctx
+	mustDo(b.client.SetPosition(ctx, keyA, 1200, 0.12, pageTitle))(t)
 	mustDo(a.client.AddReadTime(ctx, keyA, 25*60*1000, ""))(t)
 	mustDo(a.client.SetPosition(ctx, keyB, 10, 0.01, "Walden"))(t)
 	poll.Until(t, "the book to reach the page's daemon", 10*time.Second, func() bool {
 		bk, err := a.client.Book(ctx, keyA)
-		return err == nil && bk.Title == title
+		return err == nil && bk.Title == pageTitle
 	})
 	// A Kobo reads the same book through A's kosync listener; the phone
 	// keyed the file, which links KOReader's document to the book.
@@ -77,121 +102,150 @@ func TestWebPageInBrowser(t *testing.T) {
 	if err := b.client.KosyncLink(ctx, kobo, keyA, ""); err != nil {
 		t.Fatal(err)
 	}
+	p.base = "http://" + a.HTTPAddr()
+	var cancel context.CancelFunc
+	p.bctx, cancel = browser(t, exe)
+	t.Cleanup(cancel)
+	return p
+}
 
-	base := "http://" + a.HTTPAddr()
-	login := mustDo(a.client.WebLogin(ctx))(t)
-	if !strings.HasPrefix(login.URL, base+"/login?token=") {
-		t.Fatalf("login URL %q is not on the listener %s", login.URL, base)
+// shot saves a screenshot of the page as name.
+func (p *pageTest) shot(name string) {
+	p.t.Helper()
+	png := value(p.t, p.bctx, chromedp.FullScreenshot(100))
+	path := filepath.Join(p.shots, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
 	}
+	p.t.Logf("screenshot %s (%d bytes)", path, len(png))
+}
 
-	// Without the session nothing is served.
+// text is what the page shows in sel; "" while the page is loading.
+func (p *pageTest) text(sel string) string {
+	s, _ := chromedp.Run(p.bctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)))
+	return s
+}
+
+// waitText waits until the page shows want in sel.
+func (p *pageTest) waitText(what, sel, want string) {
+	p.t.Helper()
+	poll.Until(p.t, what, 15*time.Second, func() bool { return strings.Contains(p.text(sel), want) })
+}
+
+// pageBook is the selector of a book on the shelf, pageGone of a deleted
+// one.
+func pageBook(key string) string { return `#shelf li[data-key="` + key + `"]` }
+func pageGone(key string) string { return `#deleted li[data-key="` + key + `"]` }
+
+// login opens the page through the one-time link, which works once;
+// without the session nothing is served.
+func (p *pageTest) login() {
+	t := p.t
+	login := mustDo(p.a.client.WebLogin(p.ctx))(t)
+	if !strings.HasPrefix(login.URL, p.base+"/login?token=") {
+		t.Fatalf("login URL %q is not on the listener %s", login.URL, p.base)
+	}
 	for _, path := range []string{"/", "/fragment", "/events", "/static/style.css"} {
-		if code, body := get(t, base+path, nil); code != http.StatusUnauthorized || strings.Contains(body, "三体") {
+		if code, body := get(t, p.base+path, nil); code != http.StatusUnauthorized || strings.Contains(body, "三体") {
 			t.Fatalf("GET %s without a session: %d %q", path, code, body)
 		}
 	}
-
-	bctx, cancel := browser(t, exe)
-	defer cancel()
-	shot := func(name string) {
-		t.Helper()
-		png := value(t, bctx, chromedp.FullScreenshot(100))
-		path := filepath.Join(shots, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s (%d bytes)", path, len(png))
+	run(t, p.bctx, chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+	if loc := value(t, p.bctx, chromedp.Location()); loc != p.base+"/" {
+		t.Fatalf("after login the browser is at %q, want %s/", loc, p.base)
 	}
-	// text is what the page shows in sel; "" while the page is loading.
-	text := func(sel string) string {
-		s, _ := chromedp.Run(bctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, sel)))
-		return s
-	}
-	waitText := func(what, sel, want string) {
-		t.Helper()
-		poll.Until(t, what, 15*time.Second, func() bool { return strings.Contains(text(sel), want) })
-	}
-
-	run(t, bctx, chromedp.Navigate(login.URL), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
-	loc := value(t, bctx, chromedp.Location())
-	if loc != base+"/" {
-		t.Fatalf("after login the browser is at %q, want %s/", loc, base)
-	}
-	// The one-time link works once.
 	if code, _ := get(t, login.URL, nil); code != http.StatusForbidden {
 		t.Fatalf("the login link worked twice: %d", code)
 	}
-	cookie := sessionCookie(t, bctx)
+	p.cookie = sessionCookie(t, p.bctx)
+}
 
-	book := `#shelf li[data-key="` + keyA + `"]`
-	waitText("both devices", "#devices", "phone")
-	if devs := text("#devices"); !strings.Contains(devs, "书房") || !strings.Contains(devs, "this device") || !strings.Contains(devs, "connected") {
+// shelf checks the devices, the book and its KOReader progress.
+func (p *pageTest) shelf() {
+	t := p.t
+	p.waitText("both devices", "#devices", "phone")
+	if devs := p.text("#devices"); !strings.Contains(devs, "书房") || !strings.Contains(devs, "this device") || !strings.Contains(devs, "connected") {
 		t.Fatalf("devices section: %q", devs)
 	}
-	if got := text(book); !strings.Contains(got, title) || !strings.Contains(got, "12.0%") || !strings.Contains(got, "read 25 min") {
+	if got := p.text(pageBook(keyA)); !strings.Contains(got, pageTitle) || !strings.Contains(got, "12.0%") || !strings.Contains(got, "read 25 min") {
 		t.Fatalf("the book on the shelf: %q", got)
 	}
-	waitText("KOReader's progress under the book's title", book, "KOReader 33.0% · alice on")
-	waitText("the live stream to open", "#live-state", "live")
-	shot("1-shelf.png")
+	p.waitText("KOReader's progress under the book's title", pageBook(keyA), "KOReader 33.0% · alice on")
+	p.waitText("the live stream to open", "#live-state", "live")
+	p.shot("1-shelf.png")
+}
 
-	// Live: a position written on the phone, then one written through this
-	// daemon's own API, each appear without a reload.
-	run(t, bctx, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
-	mustDo(b.client.SetPosition(ctx, keyA, 50000, 0.5, ""))(t)
-	waitText("the phone's position on the page", book, "50.0%")
-	mustDo(a.client.SetPosition(ctx, keyA, 61000, 0.61, ""))(t)
-	waitText("this device's position on the page", book, "61.0%")
-	if !value(t, bctx, chromedp.Evaluate[bool](`window.notReloaded === true`)) {
+// live: a position written on the phone, then one written through this
+// daemon's own API, each appear without a reload.
+func (p *pageTest) live() {
+	t := p.t
+	run(t, p.bctx, chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`))
+	mustDo(p.b.client.SetPosition(p.ctx, keyA, 50000, 0.5, ""))(t)
+	p.waitText("the phone's position on the page", pageBook(keyA), "50.0%")
+	mustDo(p.a.client.SetPosition(p.ctx, keyA, 61000, 0.61, ""))(t)
+	p.waitText("this device's position on the page", pageBook(keyA), "61.0%")
+	if !value(t, p.bctx, chromedp.Evaluate[bool](`window.notReloaded === true`)) {
 		t.Fatal("the page was reloaded; it should have updated in place")
 	}
-	shot("2-live-update.png")
+	p.shot("2-live-update.png")
+}
 
-	// Deleted on the phone: the page says who, and brings it back.
-	mustDo(b.client.Delete(ctx, keyA))(t)
-	gone := `#deleted li[data-key="` + keyA + `"]`
-	waitText("the deleted book", gone, "deleted by phone")
-	if got := text(gone); !strings.Contains(got, "KOReader 33.0%") {
+// deleteAndRestore: deleted on the phone, the page says who, and brings it
+// back on every device.
+func (p *pageTest) deleteAndRestore() {
+	t := p.t
+	mustDo(p.b.client.Delete(p.ctx, keyA))(t)
+	p.waitText("the deleted book", pageGone(keyA), "deleted by phone")
+	if got := p.text(pageGone(keyA)); !strings.Contains(got, "KOReader 33.0%") {
 		t.Fatalf("the deleted book lost its KOReader progress: %q", got)
 	}
-	if text(book) != "" {
+	if p.text(pageBook(keyA)) != "" {
 		t.Fatal("the deleted book is still on the shelf")
 	}
-	shot("3-deleted.png")
-	load(t, bctx, chromedp.Click(chromedp.CSS(gone+` button`), chromedp.NodeVisible))
-	waitText("the restored book on the shelf", book, "61.0%")
+	p.shot("3-deleted.png")
+	load(t, p.bctx, chromedp.Click(chromedp.CSS(pageGone(keyA)+` button`), chromedp.NodeVisible))
+	p.waitText("the restored book on the shelf", pageBook(keyA), "61.0%")
 	poll.Until(t, "the phone to have the book back", 10*time.Second, func() bool {
-		bk, err := b.client.Book(ctx, keyA)
+		bk, err := p.b.client.Book(p.ctx, keyA)
 		return err == nil && !bk.Deleted && bk.Position != nil && bk.Position.Char == 61000
 	})
-	shot("4-restored.png")
+	p.shot("4-restored.png")
+}
 
-	// Search is a plain GET form.
-	run(t, bctx, chromedp.SetValue(chromedp.CSS(`input[name=q]`), "walden"))
-	load(t, bctx, chromedp.Submit(chromedp.CSS(`form.search`)))
-	poll.Until(t, "the search result", 10*time.Second, func() bool {
-		return strings.Contains(text("#shelf"), "Walden") && !strings.Contains(text("#shelf"), "三体")
+// search is a plain GET form.
+func (p *pageTest) search() {
+	run(p.t, p.bctx, chromedp.SetValue(chromedp.CSS(`input[name=q]`), "walden"))
+	load(p.t, p.bctx, chromedp.Submit(chromedp.CSS(`form.search`)))
+	poll.Until(p.t, "the search result", 10*time.Second, func() bool {
+		return strings.Contains(p.text("#shelf"), "Walden") && !strings.Contains(p.text("#shelf"), "三体")
 	})
+}
 
-	// Pairing: the invite is minted only on the button, with its QR code.
-	if strings.Contains(text("#pairing"), "danyue1") {
+// pairing: the invite is minted only on the button, with its QR code.
+func (p *pageTest) pairing() {
+	t := p.t
+	if strings.Contains(p.text("#pairing"), "danyue1") {
 		t.Fatal("the invite was shown before it was asked for")
 	}
-	load(t, bctx, chromedp.Click(chromedp.CSS(`#pairing button`), chromedp.NodeVisible))
-	run(t, bctx, chromedp.WaitVisible(chromedp.CSS(`#pairing svg.qr`)))
-	code := value(t, bctx, chromedp.Value(chromedp.CSS(`#pairing textarea`)))
+	load(t, p.bctx, chromedp.Click(chromedp.CSS(`#pairing button`), chromedp.NodeVisible))
+	run(t, p.bctx, chromedp.WaitVisible(chromedp.CSS(`#pairing svg.qr`)))
+	code := value(t, p.bctx, chromedp.Value(chromedp.CSS(`#pairing textarea`)))
 	if !strings.HasPrefix(code, "danyue") {
 		t.Fatalf("invite code on the page: %q", code)
 	}
-	shot("5-invite.png")
-	run(t, bctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
-	shot("6-desktop.png")
+	p.shot("5-invite.png")
+	run(t, p.bctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+	p.shot("6-desktop.png")
+}
 
-	// With the session but from another site, or without the form token,
-	// a POST changes nothing.
-	mustDo(b.client.Delete(ctx, keyB))(t)
+// refused: with the session but from another site, or without the form
+// token, a POST changes nothing; the API still refuses browsers, session
+// or not.
+func (p *pageTest) refused() {
+	t, a, base := p.t, p.a, p.base
+	mustDo(p.b.client.Delete(p.ctx, keyB))(t)
 	poll.Until(t, "the page's daemon to have the delete", 10*time.Second, func() bool {
-		bk, err := a.client.Book(ctx, keyB)
+		bk, err := a.client.Book(p.ctx, keyB)
 		return err == nil && bk.Deleted
 	})
 	for name, hdr := range map[string]http.Header{
@@ -202,16 +256,15 @@ func TestWebPageInBrowser(t *testing.T) {
 		if name == "other origin" {
 			form.Set("csrf", "whatever")
 		}
-		code, _ := post(t, base+"/restore", cookie, hdr, form)
+		code, _ := post(t, base+"/restore", p.cookie, hdr, form)
 		if code != http.StatusForbidden {
 			t.Errorf("%s: POST /restore answered %d, want 403", name, code)
 		}
 	}
-	if bk := mustDo(a.client.Book(ctx, keyB))(t); !bk.Deleted {
+	if bk := mustDo(a.client.Book(p.ctx, keyB))(t); !bk.Deleted {
 		t.Fatal("a refused POST restored the book")
 	}
-	// The API still refuses browsers, session or not.
-	if code, _ := get(t, base+"/v1/status", http.Header{"Authorization": {"Bearer " + a.APIToken()}, "Origin": {base}, "Cookie": {cookie.String()}}); code != http.StatusForbidden {
+	if code, _ := get(t, base+"/v1/status", http.Header{"Authorization": {"Bearer " + a.APIToken()}, "Origin": {base}, "Cookie": {p.cookie.String()}}); code != http.StatusForbidden {
 		t.Fatalf("the API answered a request with Origin: %d", code)
 	}
 }

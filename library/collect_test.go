@@ -27,7 +27,7 @@ func openStill(t *testing.T) *Library {
 // The shelf's counts stay the store's when a collection runs between a
 // batch's commit and the library taking note of it (a pull from a peer
 // commits, and then updates the counts): a device joining a library of a
-// million books once showed 512 books more than it held, one batch counted
+// million books once showed more books than it held, one batch counted
 // twice, after it collected a deleted book while it pulled.
 func TestCollectionKeepsCountsWithABatchInFlight(t *testing.T) {
 	d := openStill(t)

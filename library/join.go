@@ -29,7 +29,10 @@ type Refusal struct {
 	Msg  string
 }
 
+// Error returns the message, for a person.
 func (r *Refusal) Error() string { return r.Msg }
+
+// Unwrap returns the kind, for errors.Is.
 func (r *Refusal) Unwrap() error { return r.Kind }
 
 func refusef(kind error, format string, args ...any) *Refusal {

@@ -51,9 +51,10 @@ type argonParams struct {
 }
 
 // defaultParams are OWASP's second argon2id setting (19 MiB, 2 passes, one
-// lane): about 30 ms on a laptop core and 50-100 ms on a phone's
-// (BenchmarkVerifier), which a person signing in does not notice and which
-// keeps a stolen library's verifiers to tens of guesses a second per core.
+// lane): slow enough that a stolen library's verifiers allow only a few
+// guesses a second per core, fast enough that a person signing in on a
+// phone does not notice (BenchmarkVerifier measures it); a costlier setting
+// would slow every sign-in on a phone more than it slows a guesser.
 // One lane, because the daemon shares the phone with the reader app; the
 // handler runs at most maxSlowVerifies at once, so 38 MiB at most.
 var defaultParams = argonParams{memoryKiB: 19 * 1024, time: 2, threads: 1}

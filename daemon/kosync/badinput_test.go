@@ -7,25 +7,29 @@ import (
 	"testing"
 )
 
+// badProgressBody is a good progress update with the fields of change
+// replaced, or left out where change has "-".
+func badProgressBody(change map[string]string) string {
+	good := map[string]string{"document": `"` + docA + `"`, "progress": `"p"`, "percentage": "0.5", "device": `"d"`, "device_id": `"i"`}
+	var parts []string
+	for _, k := range []string{"document", "progress", "percentage", "device", "device_id", "extra"} {
+		v, ok := change[k]
+		if !ok {
+			v, ok = good[k]
+		}
+		if ok && v != "-" {
+			parts = append(parts, fmt.Sprintf("%q:%s", k, v))
+		}
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
 // Issue 8: bad input is a 4xx with a JSON error and changes nothing.
 // Unknown fields are not bad input: clients add fields over time.
 func TestBadInputChangesNothing(t *testing.T) {
 	s := startServer(t, Config{Registration: true})
 	s.lib.addUser(t, "alice", aliceKey)
-	good := map[string]string{"document": `"` + docA + `"`, "progress": `"p"`, "percentage": "0.5", "device": `"d"`, "device_id": `"i"`}
-	body := func(change map[string]string) string {
-		var parts []string
-		for _, k := range []string{"document", "progress", "percentage", "device", "device_id", "extra"} {
-			v, ok := change[k]
-			if !ok {
-				v, ok = good[k]
-			}
-			if ok && v != "-" {
-				parts = append(parts, fmt.Sprintf("%q:%s", k, v))
-			}
-		}
-		return "{" + strings.Join(parts, ",") + "}"
-	}
+	body := badProgressBody
 	tests := []struct {
 		name   string
 		body   string
