@@ -143,7 +143,12 @@ func Open(ctx context.Context, cfg Config) (*Library, error) {
 // Start starts the peer network and tombstone collection. Config.OnEvent
 // is called from here on.
 func (l *Library) Start(ctx context.Context) error {
-	if err := l.startNode(ctx, nil); err != nil {
+	// The nodes call back (a member's new secret) from their first
+	// connection on, and what that starts replaces nodes in turn.
+	l.moveMu.Lock()
+	err := l.startNode(ctx, nil)
+	l.moveMu.Unlock()
+	if err != nil {
 		return err
 	}
 	l.spawn(l.collectLoop)

@@ -12,9 +12,19 @@ import (
 // records (crdt.Member, one per device of the library); membership.go says
 // who writes them. A removal (danyue forget) wins over every addition, and
 // the peer layer's gater refuses a removed device's connections on every
-// member that has merged the removal. The set answers the questions the
-// gater, the rekey policy and collection ask: is a device a current member
-// (current), was it removed (removed).
+// member that has merged the removal.
+//
+// Every decision that depends on membership asks the set, and nothing
+// else:
+//
+//   - removed: the gater of every node refuses the device
+//     (peer.Config.Removed);
+//   - current: a restricted node admits the device (peer.Config.Admit), a
+//     new secret it offers is taken (rotate.go), its summary counts for
+//     collection and is gossiped (summaries.go);
+//   - admitted (membership.go): the word of a device the gater let in
+//     counts (its summaries, its residues), adding it first if it is not
+//     known yet.
 
 // memberSet is the member records of the library this device is in. It
 // has a lock of its own: the gater reads it on libp2p's goroutines for

@@ -281,7 +281,7 @@ func (l *Library) Forget(ctx context.Context, ref string) (crdt.Member, error) {
 	if err != nil {
 		return crdt.Member{}, err
 	}
-	if err := l.Rotate(ctx, fmt.Sprintf("device %s was forgotten", m.ID)); err != nil {
+	if err := l.rotate(ctx, fmt.Sprintf("device %s was forgotten", m.ID)); err != nil {
 		return crdt.Member{}, fmt.Errorf("the device is forgotten, but the library secret did not change: %w", err)
 	}
 	for _, c := range res.Changed {

@@ -18,8 +18,7 @@ import (
 // startNode starts the peer network for the current library, dialling
 // extra (e.g. the inviter after a join) besides the configured static
 // peers, and the restricted nodes on the superseded secrets this device
-// still holds, which bring members over. Callers hold moveMu, or are
-// opening the library.
+// still holds, which bring members over. Callers hold moveMu.
 func (l *Library) startNode(ctx context.Context, extra []multiaddr.Multiaddr) error {
 	if err := l.startNodeOn(ctx, nil, extra); err != nil {
 		return err

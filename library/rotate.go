@@ -74,10 +74,9 @@ const maxEpoch = 1 << 62
 // has then moved.
 const leaveRotateJitter = 2 * time.Second
 
-// Rotate moves the library to a fresh secret of the next epoch, and hands
-// it to the connected members; why goes to the log. Forget rotates, and so
-// do the members that learn of a leave.
-func (l *Library) Rotate(ctx context.Context, why string) error {
+// rotate moves the library to a fresh secret of the next epoch, and hands
+// it to the connected members; why goes to the log.
+func (l *Library) rotate(ctx context.Context, why string) error {
 	l.moveMu.Lock()
 	defer l.moveMu.Unlock()
 	cur, ok := l.store.Library()
@@ -332,7 +331,7 @@ func (l *Library) rotateSoon(why string) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
 		defer cancel()
-		if err := l.Rotate(ctx, why); err != nil {
+		if err := l.rotate(ctx, why); err != nil {
 			l.log.Error("rotate the library secret", "why", why, "err", err)
 		}
 	})

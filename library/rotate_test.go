@@ -58,7 +58,7 @@ func TestConcurrentRotationsConverge(t *testing.T) {
 	old := library(a)
 	errs := make(chan error, 2)
 	for _, d := range []*Library{a, c} {
-		go func() { errs <- d.Rotate(ctxT(t), "test") }()
+		go func() { errs <- d.rotate(ctxT(t), "test") }()
 	}
 	for range 2 {
 		if err := <-errs; err != nil {
@@ -217,7 +217,7 @@ func TestOldNodeDoesNotCountDevicesAsBroughtOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := library(d)
-	if err := d.Rotate(ctx, "test"); err != nil {
+	if err := d.rotate(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if d.Restricted() != 1 {
