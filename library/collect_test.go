@@ -66,3 +66,40 @@ func mustDo2[T, U any](v T, w U, err error) func(testing.TB) (T, U) {
 		return v, w
 	}
 }
+
+// quick makes the collection loop run often, so that tests wait for it in
+// fractions of a second.
+func quick(c *Config) { c.SummaryEvery = 50 * time.Millisecond }
+
+// Issue 15: books deleted on one member are collected on both once both
+// hold the deletes, and each says the other holds nothing back.
+func TestCollectOnceBothHoldTheDeletes(t *testing.T) {
+	a, b := openLibrary(t, "laptop", quick), openLibrary(t, "phone", quick)
+	joinByCode(t, b, a)
+	ctx := ctxT(t)
+	const n = 10
+	for i := range n {
+		mustDo(a.SetPosition(ctx, collectKey(i), uint64(10*i+1), 0.1, fmt.Sprintf("book %d", i)))(t)
+	}
+	poll.Until(t, "the phone to have every book", 20*time.Second, func() bool {
+		visible, _ := b.Counts()
+		return visible == n
+	})
+	for i := range n {
+		mustDo(a.DeleteBook(ctx, collectKey(i)))(t)
+	}
+	for _, l := range []*Library{a, b} {
+		poll.Until(t, l.Name()+" to collect every deleted book", 30*time.Second, func() bool {
+			_, deleted := mustDo2(l.store.BookCounts(ctx))(t)
+			_, counted := l.Counts()
+			return deleted == 0 && counted == 0
+		})
+	}
+	poll.Until(t, "the laptop to know the phone holds everything", 20*time.Second, func() bool {
+		c := a.Collection(b.Self())
+		return c.Summary && !c.Holding
+	})
+	if st := a.CollectionStats(); st.Books != n || st.Rounds == 0 {
+		t.Errorf("the laptop's collection stats %+v, want %d books", st, n)
+	}
+}

@@ -234,3 +234,28 @@ func TestOldNodeDoesNotCountDevicesAsBroughtOver(t *testing.T) {
 	}
 	poll.Until(t, "the restricted node to close once every member is on the new secret", 10*time.Second, func() bool { return d.Restricted() == 0 })
 }
+
+// Issue 15: a device that leaves is in a library of its own; the member
+// that learns of the leave rotates the secret, and the device that left
+// knows none of it.
+func TestLeaveRotates(t *testing.T) {
+	a, b := openLibrary(t, "laptop", nil), openLibrary(t, "phone", nil)
+	joinByCode(t, b, a)
+	poll.Until(t, "the two to connect", 10*time.Second, func() bool { return connected(a, b) && connected(b, a) })
+	old := library(a)
+	left := mustDo(b.Leave(ctxT(t)))(t)
+	if !left.Delivered || left.Library == a.ID() || b.ID() != left.Library {
+		t.Fatalf("leave gave %+v, the phone is in %x, the laptop in %x", left, b.ID(), a.ID())
+	}
+	poll.Until(t, "the laptop to learn that the phone left", 10*time.Second, func() bool {
+		m, _ := a.Member(b.Self())
+		return m.IsRemoved() && m.Removed.Device == b.Self()
+	})
+	poll.Until(t, "the laptop to rotate its secret", 10*time.Second, func() bool {
+		got := library(a)
+		return got.Epoch > old.Epoch && got.Secret != old.Secret
+	})
+	if lb := library(b); lb.Secret == library(a).Secret || lb.ID == old.ID {
+		t.Error("the device that left knows the library's secret")
+	}
+}
