@@ -104,11 +104,12 @@ func adopt(t testing.TB, d *Daemon) *testDaemon {
 	return td
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends with the test. It has no
+// deadline of its own: a test that runs long on a loaded machine (under
+// -race, say) must not fail for a deadline it set itself, and a call that
+// hangs is caught by the test binary's -timeout, with every goroutine's
+// stack.
+func ctxT(t testing.TB) context.Context { return t.Context() }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
@@ -34,11 +33,12 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is the context of a test's calls: it ends with the test. It has no
+// deadline of its own: a test that runs long on a loaded machine (under
+// -race, say) must not fail for a deadline it set itself, and a call that
+// hangs is caught by the test binary's -timeout, with every goroutine's
+// stack.
+func ctxT(t testing.TB) context.Context { return t.Context() }
 
 // loopback is where test libraries listen: loopback only, a port the
 // system picks.
