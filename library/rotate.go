@@ -176,8 +176,15 @@ func (l *Library) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 		}
 		return l.parkOffer(from, r)
 	}
-	// Refused from now on, and cut off now: nothing written from here on
-	// may reach a device the library removed.
+	l.takeOffer(from, offered, r)
+	return true
+}
+
+// takeOffer moves this device to offered, a current member's secret that
+// supersedes its own, which r carried: at once it refuses and cuts off the
+// devices r names as removed, since nothing written from here on may reach
+// them; the move itself runs under moveMu, on a goroutine.
+func (l *Library) takeOffer(from crdt.DeviceID, offered store.Library, r peer.Rekey) {
 	l.members.hint(r.Removed)
 	l.removalsLearned(r.Removed)
 	node := l.net.current()
@@ -205,7 +212,6 @@ func (l *Library) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 			l.log.Error("move to the new library secret", "err", err)
 		}
 	})
-	return true
 }
 
 // maxParked bounds the offers kept from devices not known as members.

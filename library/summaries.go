@@ -38,20 +38,56 @@ func (l *Library) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		l.log.Debug("summaries from a removed device: ignored", "device", from)
 		return
 	}
-	var (
-		behind    []crdt.DeviceID
-		hand      bool
-		handEpoch uint64
-		skipPast  uint64 // the furthest cursor into this store
-	)
+	t := l.takeSummaries(from, list)
+	if node := l.net.current(); node != nil {
+		for _, b := range t.behind {
+			node.PullAllFrom(b)
+		}
+	}
+	if last := l.store.LastSeq(); t.skipPast > last {
+		// A member has merged this store further than it holds: it went
+		// back (restored from an old copy). Later changes take numbers past
+		// that cursor, so that no device that saw the lost state passes
+		// them; the peer layer sends each puller whose cursor is past what
+		// it can have had everything again.
+		l.log.Warn("a member has merged this device's store further than it holds (restored from an old copy?); numbering later changes after its cursor",
+			"from", from, "cursor", t.skipPast, "last", last)
+		ctx, cancel := l.untilClosing(time.Minute)
+		defer cancel()
+		if err := l.store.SkipPast(ctx, t.skipPast); err != nil {
+			l.log.Warn("number changes after a member's cursor", "err", err)
+		}
+	}
+	if t.hand {
+		l.spawn(func() { l.handResidues(from, t.handEpoch) })
+	}
+	if t.added {
+		l.coll.wake()
+	}
+}
+
+// taken is what a gossip of summaries asks of this device once they are
+// kept.
+type taken struct {
+	added     bool            // a summary was news
+	behind    []crdt.DeviceID // devices whose store went back: pulled again from 0
+	hand      bool            // the sender gets the residues, of its store epoch handEpoch
+	handEpoch uint64
+	skipPast  uint64 // the furthest cursor of a member into this store
+}
+
+// takeSummaries keeps the members' summaries of list, which from gossiped,
+// under collection's lock, and says what follows from them.
+func (l *Library) takeSummaries(from crdt.DeviceID, list []crdt.Summary) taken {
+	var t taken
 	l.coll.mu.Lock()
-	added := false
+	defer l.coll.mu.Unlock()
 	for _, s := range list {
 		if s.Device == from && l.coll.handed[from] != s.Epoch {
 			// A device that has merged nothing of this store's epoch pulls
 			// it from the start, and gets no collected book that way.
 			if c, ok := s.CursorInto(l.self); !ok || c.Epoch != l.store.Epoch() || l.coll.owed[from] == s.Epoch {
-				l.coll.handed[from], hand, handEpoch = s.Epoch, true, s.Epoch
+				l.coll.handed[from], t.hand, t.handEpoch = s.Epoch, true, s.Epoch
 			}
 		}
 		// This device knows itself better; a device that is not a current
@@ -60,47 +96,22 @@ func (l *Library) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		if s.Device == l.self || !l.members.current(s.Device) {
 			continue
 		}
-		if c, ok := s.CursorInto(l.self); ok && c.Epoch == l.store.Epoch() && c.Seq > skipPast {
-			skipPast = c.Seq
+		if c, ok := s.CursorInto(l.self); ok && c.Epoch == l.store.Epoch() && c.Seq > t.skipPast {
+			t.skipPast = c.Seq
 		}
 		old, had := l.coll.known[s.Device]
 		if !l.coll.known.Add(s) {
 			continue
 		}
-		added = true
+		t.added = true
 		if had && old.Epoch == s.Epoch && old.Seq > s.Seq {
-			behind = append(behind, s.Device)
+			t.behind = append(t.behind, s.Device)
 		}
 	}
-	if added {
+	if t.added {
 		l.coll.news = true
 	}
-	l.coll.mu.Unlock()
-	if node := l.net.current(); node != nil {
-		for _, b := range behind {
-			node.PullAllFrom(b)
-		}
-	}
-	if last := l.store.LastSeq(); skipPast > last {
-		// A member has merged this store further than it holds: it went
-		// back (restored from an old copy). Later changes take numbers past
-		// that cursor, so that no device that saw the lost state passes
-		// them; the peer layer sends each puller whose cursor is past what
-		// it can have had everything again.
-		l.log.Warn("a member has merged this device's store further than it holds (restored from an old copy?); numbering later changes after its cursor",
-			"from", from, "cursor", skipPast, "last", last)
-		ctx, cancel := l.untilClosing(time.Minute)
-		defer cancel()
-		if err := l.store.SkipPast(ctx, skipPast); err != nil {
-			l.log.Warn("number changes after a member's cursor", "err", err)
-		}
-	}
-	if hand {
-		l.spawn(func() { l.handResidues(from, handEpoch) })
-	}
-	if added {
-		l.coll.wake()
-	}
+	return t
 }
 
 // loadSummaries takes the other members' summaries saved before a restart,
