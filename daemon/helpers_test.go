@@ -69,9 +69,7 @@ func startDaemon(t testing.TB, mod func(*Config)) *testDaemon {
 	if mod != nil {
 		mod(&cfg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := Start(ctx, cfg)
+	d, err := Start(ctxT(t), cfg)
 	if err != nil {
 		t.Fatalf("start daemon: %v", err)
 	}

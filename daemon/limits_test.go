@@ -20,6 +20,12 @@ import (
 // testLimits caps every listener at capN connections, with a body timeout
 // of body and header and idle timeouts long enough that no connection of a
 // test ends by itself.
+// clientTimeout bounds a test client's request to a full listener: well
+// under testLimits' idle and header timeouts, so that a client left to
+// wait for a connection to time out fails, and long enough for a kosync
+// key to be verified (argon2id) under -race on a loaded machine.
+const clientTimeout = 20 * time.Second
+
 func testLimits(capN int, body time.Duration) *limits {
 	l := listenerLimits{
 		conns:      connlimit.Limits{Max: capN, PerAddr: capN, WriteStall: 5 * time.Second},
@@ -71,7 +77,7 @@ func TestFullTCPListenerStillServes(t *testing.T) {
 	if _, err := d.client.Status(ctxT(t)); err != nil {
 		t.Fatalf("unix socket while TCP is full: %v", err)
 	}
-	client := &http.Client{Timeout: 5 * time.Second}
+	client := &http.Client{Timeout: clientTimeout}
 	req, _ := http.NewRequest("GET", "http://"+d.HTTPAddr()+"/v1/status", nil)
 	req.Header.Set("Authorization", "Bearer "+d.token)
 	resp, err := client.Do(req)
@@ -212,11 +218,11 @@ func TestKosyncIdleConnectionsDoNotLockOut(t *testing.T) {
 	for i := range capN + 2 {
 		tr := &http.Transport{}
 		t.Cleanup(tr.CloseIdleConnections)
-		if code, err := auth(&http.Client{Transport: tr, Timeout: 5 * time.Second}); err != nil || code != 200 {
+		if code, err := auth(&http.Client{Transport: tr, Timeout: clientTimeout}); err != nil || code != 200 {
 			t.Fatalf("keep-alive client %d: %d, %v", i, code, err)
 		}
 	}
-	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: clientTimeout}
 	if code, err := auth(fresh); err != nil || code != 200 {
 		t.Fatalf("new client with the listener full of idle connections: %d, %v", code, err)
 	}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"encoding/hex"
 	"testing"
 	"time"
@@ -42,9 +41,7 @@ func restart(t *testing.T, d *testDaemon, down func()) *testDaemon {
 		t.Fatal(err)
 	}
 	down()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	nd, err := Start(ctx, cfg)
+	nd, err := Start(ctxT(t), cfg)
 	if err != nil {
 		t.Fatalf("restart %s: %v", cfg.Name, err)
 	}
