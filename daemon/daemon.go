@@ -94,11 +94,10 @@ type Daemon struct {
 	readToken string
 	hub       *hub
 
-	// life ends when Close starts: closing is its Done, which ends the
-	// handlers that wait (event streams, long polls).
-	life    context.Context
-	stop    context.CancelFunc
+	// closing is closed when Close starts (by stop): it ends the handlers
+	// that wait (event streams, long polls).
 	closing <-chan struct{}
+	stop    context.CancelFunc
 	// closeOnce makes Close idempotent; closeErr is what the first returned.
 	closeOnce sync.Once
 	closeErr  error
@@ -155,8 +154,8 @@ func Start(ctx context.Context, cfg Config) (*Daemon, error) {
 		hub:      newHub(),
 		serveErr: make(chan error, 2),
 	}
-	d.life, d.stop = context.WithCancel(context.Background())
-	d.closing = d.life.Done()
+	life, stop := context.WithCancel(context.Background())
+	d.closing, d.stop = life.Done(), stop
 	if err := d.loadTokens(); err != nil {
 		st.Close()
 		return nil, err
