@@ -14,9 +14,7 @@ import (
 
 // TestLayers enforces the layers of docs/design.md over the whole module:
 // dependencies point downward only, and every package has exactly one
-// package doc that says what it is for (docs/style.md). The library's
-// domain (package library) sits between store and peer below and daemon
-// above: it imports neither daemon nor cmd, so it needs no HTTP.
+// package doc that says what it is for (docs/style.md).
 func TestLayers(t *testing.T) {
 	out, err := exec.Command("go", "list", "-json", "github.com/danyue/danyue/...").Output()
 	if err != nil {
@@ -25,7 +23,9 @@ func TestLayers(t *testing.T) {
 	const mod = "github.com/danyue/danyue/"
 	// allowed lists, for each package, the project packages its non-test
 	// files may import; a package missing here is a new package that must
-	// be placed in the layering.
+	// be placed in the layering. The library's domain (library) sits
+	// between store and peer and the daemon, which reaches the network only
+	// through it: it imports neither daemon nor cmd, and needs no HTTP.
 	allowed := map[string][]string{
 		"crdt":                     {"internal/keyalgo"},
 		"bookkey":                  {"internal/keyalgo"},
