@@ -8,6 +8,16 @@
 //	echo secret | danyue kosync adduser alice --password-stdin --data /tmp/x
 //	go run ./testnet/cmd/kosyncattack -url http://127.0.0.1:7299 -user alice -mode guess -workers 32 -duration 60s
 //	go run ./testnet/cmd/kosyncattack -url http://127.0.0.1:7299 -user alice -mode timing -n 5000
+//	go run ./testnet/cmd/kosyncattack -url http://127.0.0.1:7299 -user alice -password secret -mode oracle \
+//	    -user2 bob -password2 other -duration 10s
+//
+// The oracle mode asks whether a lock can be told from a wrong key: the
+// owner's device signs in from 127.0.0.1 (so the daemon knows its key),
+// then workers on keep-alive connections from one other address
+// (127.0.0.2) guess at the account, the real key among every 50th guess,
+// and the tool prints the answers the wrong keys and the real key got. With
+// -user2, the other account's real key is then tried from the guessing
+// address, and the owner's device signs in again from its own.
 //
 // Guesses come from -sources loopback addresses (127.0.0.2 and up), each on
 // a new connection, as from as many machines. How many reached the key
@@ -43,7 +53,7 @@ func main() {
 	target := flag.String("url", "http://127.0.0.1:7299", "kosync listener (loopback only), with its prefix if any")
 	user := flag.String("user", "alice", "the account to guess at (known to the server)")
 	unknown := flag.String("unknown", "nobody-here", "an account the server does not know (timing mode)")
-	mode := flag.String("mode", "guess", "guess: workers guess for -duration; timing: -n requests each for the known and the unknown account")
+	mode := flag.String("mode", "guess", "guess: workers guess for -duration; timing: -n requests each for the known and the unknown account; oracle: can a lock be told from a wrong key")
 	workers := flag.Int("workers", 32, "concurrent guessers (guess mode)")
 	duration := flag.Duration("duration", 10*time.Second, "how long to guess (guess mode)")
 	n := flag.Int("n", 5000, "requests per account (timing mode)")
@@ -51,7 +61,17 @@ func main() {
 	slow := flag.Duration("slow", 5*time.Millisecond, "timing mode: count answers at least this slow")
 	logPath := flag.String("log", "", "guess mode: the daemon's log, to count the guesses that reached the verifier")
 	password := flag.String("password", "", "the account's real password: sent as every 50th guess, to see it refused while limited")
+	user2 := flag.String("user2", "", "oracle mode: another account, tried with its real key from the guessing address")
+	password2 := flag.String("password2", "", "oracle mode: the real password of -user2")
 	flag.Parse()
+	if *mode == "oracle" {
+		err := oracle(*target, *user, *password, *user2, *password2, *workers, *duration)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kosyncattack:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*target, *user, *unknown, *mode, *workers, *duration, *n, *sources, *slow, *password, *logPath); err != nil {
 		fmt.Fprintln(os.Stderr, "kosyncattack:", err)
 		os.Exit(1)
@@ -59,13 +79,8 @@ func main() {
 }
 
 func run(target, user, unknown, mode string, workers int, duration time.Duration, n, sources int, slow time.Duration, password, logPath string) error {
-	u, err := url.Parse(target)
-	if err != nil {
+	if _, err := checkLoopback(target); err != nil {
 		return err
-	}
-	ips, err := net.LookupIP(u.Hostname())
-	if err != nil || len(ips) == 0 || !ips[0].IsLoopback() {
-		return fmt.Errorf("%s is not a loopback address: this tool only measures a daemon on this machine", u.Hostname())
 	}
 	if workers < 1 || n < 1 || duration <= 0 || sources < 0 || sources > 250 {
 		return errors.New("-workers and -n must be positive, -duration too, -sources in [0, 250]")
@@ -115,6 +130,19 @@ func (a *attack) try(ctx context.Context, user, key string) (int, time.Duration,
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, time.Since(start), nil
+}
+
+// checkLoopback refuses a target that is not on this machine.
+func checkLoopback(target string) (*url.URL, error) {
+	u, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	ips, err := net.LookupIP(u.Hostname())
+	if err != nil || len(ips) == 0 || !ips[0].IsLoopback() {
+		return nil, fmt.Errorf("%s is not a loopback address: this tool only measures a daemon on this machine", u.Hostname())
+	}
+	return u, nil
 }
 
 func randomKey() string {
