@@ -3,6 +3,10 @@ package daemon
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -38,5 +42,67 @@ func TestKosyncVerifierUpgrade(t *testing.T) {
 	}
 	if status, _ := koreaderReq(t, d, "GET", "/users/auth", "alice", aliceKey, ""); status != http.StatusOK {
 		t.Errorf("sign-in after refused rewrites: %d", status)
+	}
+}
+
+// Issue 47, through the daemon's own kosync listener: alice's device signs
+// in from 127.0.0.1; another address sends five wrong keys and is locked.
+// From it, alice's right key then gets the same 429 as a wrong one (on
+// main it got 200, so the lock was an oracle), and so does another
+// account's right key, told of the lock rather than of a wrong password;
+// alice's device keeps syncing from its own address.
+func TestKosyncLockedAddressIsNoOracle(t *testing.T) {
+	d := startDaemon(t, withKosync(nil))
+	mustDo(d.client.KosyncAddUser(ctxT(t), "alice", aliceKey))(t)
+	const bobKey = "e10adc3949ba59abbe56e057f20f883e"
+	mustDo(d.client.KosyncAddUser(ctxT(t), "bob", bobKey))(t)
+	from := func(ip byte, user, key string) (int, string, string) {
+		t.Helper()
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, ip)}}
+		hc := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+		defer hc.CloseIdleConnections()
+		req, _ := http.NewRequest("GET", "http://"+d.KosyncAddr()+"/users/auth", nil)
+		req.Header["x-auth-user"] = []string{user}
+		req.Header["x-auth-key"] = []string{key}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Skipf("no loopback address 127.0.0.%d here: %v", ip, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+	}
+	if st, _, body := from(1, "alice", aliceKey); st != http.StatusOK {
+		t.Fatalf("alice's device signs in: %d %s", st, body)
+	}
+	for i := range 5 {
+		if st, _, body := from(2, "alice", fmt.Sprintf("%032x", i)); st != http.StatusUnauthorized {
+			t.Fatalf("wrong key %d: %d %s", i, st, body)
+		}
+	}
+	wantSt, wantRA, wantBody := from(2, "alice", fmt.Sprintf("%032x", 99))
+	var e struct {
+		Code    int
+		Message string
+	}
+	if err := json.Unmarshal([]byte(wantBody), &e); err != nil || wantSt != http.StatusTooManyRequests || wantRA == "" || !strings.Contains(e.Message, "try again in") {
+		t.Fatalf("a wrong key from the locked address: %d Retry-After %q %s; want 429, Retry-After and the lock's message", wantSt, wantRA, wantBody)
+	}
+	// The wait the message names runs down with the daemon's clock.
+	noDigits := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return '#'
+			}
+			return r
+		}, s)
+	}
+	for _, c := range []struct{ user, key string }{{"alice", aliceKey}, {"bob", bobKey}} {
+		if st, _, body := from(2, c.user, c.key); st != wantSt || noDigits(body) != noDigits(wantBody) {
+			t.Errorf("%s's right key from the locked address: %d %s; a wrong key got %d %s", c.user, st, body, wantSt, wantBody)
+		}
+	}
+	if st, _, body := from(1, "alice", aliceKey); st != http.StatusOK {
+		t.Errorf("alice's device during the lock: %d %s", st, body)
 	}
 }

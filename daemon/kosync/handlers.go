@@ -61,7 +61,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &re):
 		h.log.Debug("kosync request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "status", re.status, "why", re.message)
 		if re.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(re.retryAfter/time.Second)+1))
+			w.Header().Set("Retry-After", strconv.Itoa(int((re.retryAfter+time.Second-1)/time.Second)))
 		}
 		writeError(w, re.status, re.code, re.message)
 	case errors.Is(err, crdt.ErrInvalid):
@@ -151,8 +151,8 @@ func (h *handler) authUser(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// mustAuth returns the account the request authenticates as, or
-// errUnauthorized.
+// mustAuth returns the account the request authenticates as, or the
+// refusal to answer: 401 for a wrong pair, 429 while a limit locks it out.
 func (h *handler) mustAuth(r *http.Request) (string, error) {
 	return h.signin.authenticate(r.Context(), r)
 }

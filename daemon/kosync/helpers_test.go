@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -22,6 +23,8 @@ type memLibrary struct {
 	progress map[[2]string]Progress
 	now      time.Time
 	writes   int
+	// authReads counts UserAuth calls: what a refusal must not make.
+	authReads atomic.Int64
 }
 
 func newMemLibrary() *memLibrary {
@@ -29,6 +32,7 @@ func newMemLibrary() *memLibrary {
 }
 
 func (m *memLibrary) UserAuth(_ context.Context, name string) (string, bool, error) {
+	m.authReads.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	h, ok := m.users[name]
@@ -91,6 +95,10 @@ func (m *memLibrary) addUser(t testing.TB, name, key string) {
 		t.Fatal(err)
 	}
 }
+
+// noLimits keeps the guess limits out of the way of a test about something
+// else.
+var noLimits = limits{free: 1 << 30, base: time.Second, maxLock: time.Second, forgetAfter: time.Hour, maxKeys: 64}
 
 // testServer serves the protocol over loopback TCP.
 type testServer struct {

@@ -15,7 +15,8 @@
 //	                            "device_id","timestamp"}, or 200 {} if there is none
 //
 // Every request but POST /users/create carries x-auth-user and x-auth-key;
-// a missing, empty or wrong pair is 401 and changes nothing. The "password"
+// a missing, empty or wrong pair is 401 and changes nothing, and a request
+// refused by the guess limits is 429 with Retry-After, whatever its pair. The "password"
 // and the key are the same thing: the lowercase hex MD5 of the user's
 // password, which KOReader computes. The library keeps only a slow, salted
 // verifier of it (HashKey), and wrong guesses are limited (signin.go).
@@ -84,10 +85,12 @@ type Config struct {
 	Logger *slog.Logger
 
 	// For tests: the clock of the guess limits, the limits themselves,
-	// and a hook called at each slow key verification.
-	now      func() time.Time
-	limits   *limits
-	onVerify func()
+	// and hooks called at each slow key verification and each lookup of
+	// the cache of keys that passed.
+	now           func() time.Time
+	limits        *limits
+	onVerify      func()
+	onCacheLookup func()
 }
 
 // Error codes of the reference server (koreader-sync-server), which clients
@@ -99,6 +102,9 @@ const (
 	codeInvalid              = 2003
 	codeDocument             = 2004
 	codeRegistrationDisabled = 2005
+	// codeLocked is danyue's: the reference server has no guess limits.
+	// Like the other codes danyue adds (404, 405), it is the status.
+	codeLocked = http.StatusTooManyRequests
 )
 
 type handler struct {

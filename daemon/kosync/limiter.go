@@ -9,9 +9,9 @@ import (
 // guessLimiter bounds the slow verifications one key (an account name, or a
 // remote address) may cause: the first free guesses go through at once, the
 // last of them locks the key for base, and each one after a lock locks it
-// for twice as long as the one before (up to maxLock). A key quiet for forgetAfter past its lock
-// starts afresh, and a successful sign-in forgives its account and is
-// refunded to its address.
+// for twice as long as the one before (up to maxLock). A key quiet for
+// forgetAfter past its lock starts afresh, and a successful sign-in
+// forgives its account and is refunded to its address.
 //
 // A guess is charged before it is verified, not after it fails: a burst of
 // concurrent guesses cannot all pass the check before the first failure is
@@ -31,6 +31,7 @@ type guessLimiter struct {
 	mu   sync.Mutex
 	ll   *list.List // of *guessState, most recently charged first
 	keys map[string]*list.Element
+	seq  uint64 // charges ever made, numbering them for refund
 }
 
 type guessState struct {
@@ -38,6 +39,16 @@ type guessState struct {
 	n      int       // guesses charged
 	last   time.Time // when the last was
 	locked time.Time // no guess before this
+	seq    uint64    // the number of the last charge
+	first  uint64    // the number of the charge that made this state
+}
+
+// ticket is what refund needs to take back one charge: its number, and
+// the key's last guess and lock from before it.
+type ticket struct {
+	key          string
+	seq          uint64 // 0: nothing was charged
+	last, locked time.Time
 }
 
 // limits are the guess limits the handler applies to both accounts and
@@ -73,12 +84,12 @@ func (g *guessLimiter) wait(now time.Time, key string) time.Duration {
 	return max(s.locked.Sub(now), 0)
 }
 
-// charge counts a guess for key and sets its next lock. The caller holds
-// mu.
-func (g *guessLimiter) charge(now time.Time, key string) {
+// charge counts a guess for key, sets its next lock and returns the ticket
+// that refunds it. The caller holds mu.
+func (g *guessLimiter) charge(now time.Time, key string) ticket {
 	el, ok := g.keys[key]
 	if !ok {
-		el = g.ll.PushFront(&guessState{key: key})
+		el = g.ll.PushFront(&guessState{key: key, first: g.seq + 1})
 		g.keys[key] = el
 		for g.ll.Len() > g.max {
 			old := g.ll.Back()
@@ -88,6 +99,9 @@ func (g *guessLimiter) charge(now time.Time, key string) {
 	}
 	g.ll.MoveToFront(el)
 	s := el.Value.(*guessState)
+	t := ticket{key: key, last: s.last, locked: s.locked}
+	g.seq++
+	s.seq, t.seq = g.seq, g.seq
 	s.n++
 	s.last = now
 	if over := s.n - g.free; over >= 0 {
@@ -97,6 +111,7 @@ func (g *guessLimiter) charge(now time.Time, key string) {
 		}
 		s.locked = now.Add(lock)
 	}
+	return t
 }
 
 // forgive forgets key, after it proved itself.
@@ -109,20 +124,26 @@ func (g *guessLimiter) forgive(key string) {
 	}
 }
 
-// refund takes back one guess charged to key, after it turned out not to
-// be one (a sign-in that succeeded), and lifts the lock if that brings key
-// back under its free guesses. An address from which a household's
-// devices sign in is then not locked by their successes.
-func (g *guessLimiter) refund(key string) {
+// refund takes back the guess charged with t, after it turned out not to
+// be one (a sign-in that succeeded): one guess fewer and, if no guess was
+// charged to the key since, its lock and last guess as they were before;
+// a key back under its free guesses is unlocked. An address from which a
+// household's devices sign in is then not locked by their successes, and a
+// success right after a lock does not leave behind the longer lock its own
+// charge set. A key forgotten meanwhile stays forgotten.
+func (g *guessLimiter) refund(t ticket) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	el, ok := g.keys[key]
-	if !ok {
+	el, ok := g.keys[t.key]
+	if !ok || t.seq == 0 || el.Value.(*guessState).first > t.seq {
 		return
 	}
 	s := el.Value.(*guessState)
 	if s.n > 0 {
 		s.n--
+	}
+	if s.seq == t.seq {
+		s.last, s.locked = t.last, t.locked
 	}
 	if s.n < g.free {
 		s.locked = time.Time{}
@@ -133,29 +154,4 @@ func (g *guessLimiter) len() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.ll.Len()
-}
-
-// gate is the handler's two limiters, per account and per address, charged
-// together so that a guess refused by one costs the other nothing.
-type gate struct {
-	accounts, addrs *guessLimiter
-}
-
-func newGate(l limits) *gate {
-	return &gate{accounts: newGuessLimiter(l), addrs: newGuessLimiter(l)}
-}
-
-// admit charges a guess at the account user from addr and returns 0, or
-// returns how long the guess must wait and charges nothing.
-func (g *gate) admit(now time.Time, addr, user string) time.Duration {
-	g.accounts.mu.Lock()
-	defer g.accounts.mu.Unlock()
-	g.addrs.mu.Lock()
-	defer g.addrs.mu.Unlock()
-	if w := max(g.accounts.wait(now, user), g.addrs.wait(now, addr)); w > 0 {
-		return w
-	}
-	g.accounts.charge(now, user)
-	g.addrs.charge(now, addr)
-	return 0
 }

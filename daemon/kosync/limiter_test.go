@@ -111,19 +111,19 @@ func TestGuessLimiter(t *testing.T) {
 	// A refund takes back one guess: the last free one charged and
 	// refunded leaves the key unlocked; refunds never go below nothing.
 	g.forgive("c")
+	var last ticket
 	for range testLimits.free {
-		charge(now, "c")
+		last = chargeT(g, now, "c")
 	}
 	if charge(now, "c") == 0 {
 		t.Fatal("c not locked after its free guesses")
 	}
-	g.refund("c")
+	g.refund(last)
 	if got := charge(now, "c"); got != 0 {
 		t.Errorf("after a refund: wait %v", got)
 	}
-	for range 10 {
-		g.refund("d")
-	}
+	g.refund(ticket{key: "d", seq: 1})
+	g.refund(ticket{})
 	for range testLimits.free {
 		if got := charge(now, "d"); got != 0 {
 			t.Fatalf("refunds of an unknown key blamed it: wait %v", got)
@@ -142,33 +142,139 @@ func TestGuessLimiter(t *testing.T) {
 	}
 }
 
+// chargeT charges a guess to key and returns its ticket.
+func chargeT(g *guessLimiter, now time.Time, key string) ticket {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.charge(now, key)
+}
+
+// A success refunded after a lock leaves the key as it was before its
+// charge: not locked for the longer time its own charge set. Refunded
+// after another charge, it takes back one guess only; a ticket of a key
+// forgotten and charged anew refunds nothing.
+func TestRefundUndoesItsCharge(t *testing.T) {
+	g := newGuessLimiter(testLimits)
+	wait := func(now time.Time, key string) time.Duration {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.wait(now, key)
+	}
+	now := t0
+	for range testLimits.free {
+		chargeT(g, now, "a")
+	}
+	now = now.Add(testLimits.base) // the lock is over
+	tk := chargeT(g, now, "a")     // a sign-in that will pass
+	if wait(now, "a") != 2*testLimits.base {
+		t.Fatalf("the charge did not double the lock: %v", wait(now, "a"))
+	}
+	g.refund(tk)
+	if w := wait(now, "a"); w != 0 {
+		t.Errorf("after the success's refund the key waits %v, want 0", w)
+	}
+	// Charged again since: the refund takes back a guess, the newer lock
+	// stands.
+	tk = chargeT(g, now, "a")
+	chargeT(g, now, "a")
+	g.refund(tk)
+	if w := wait(now, "a"); w == 0 {
+		t.Error("a refund undid a later charge's lock")
+	}
+	// Forgotten, then charged anew: an old ticket is not this key's.
+	g.forgive("a")
+	chargeT(g, now, "a")
+	for range testLimits.free - 2 {
+		chargeT(g, now, "a")
+	}
+	g.refund(tk)
+	chargeT(g, now, "a") // the last free guess
+	if wait(now, "a") == 0 {
+		t.Error("an old ticket gave a new key credit")
+	}
+}
+
 // An address over its limit is refused for every account, an account over
-// its limit from every address, and a refused guess charges neither.
-func TestGateAccountsAndAddresses(t *testing.T) {
+// its limit from every host it does not know, and a refused attempt charges
+// neither and looks at no cache. A host that signed in to an account is
+// held to its address's limit only; a pair in the cache costs nothing.
+func TestGateAccountsAddressesAndKnownHosts(t *testing.T) {
 	g := newGate(testLimits)
+	miss := func() bool { return false }
+	hit := func() bool { return true }
+	// What an attempt a limit refuses must never call.
+	never := func() bool { t.Error("a refused attempt looked at the cache"); return true }
+	admit := func(addr, user string, cached func() bool) admission {
+		return g.admit(t0, addr, addr, user, cached)
+	}
 	for i := range testLimits.free {
-		if w := g.admit(t0, "10.0.0.1", fmt.Sprint("spray", i)); w != 0 {
+		if a := admit("10.0.0.1", fmt.Sprint("spray", i), miss); a.wait != 0 {
 			t.Fatalf("guess %d from one address refused early", i)
 		}
 	}
 	for i := range 3 {
-		if g.admit(t0, "10.0.0.1", fmt.Sprint("other", i)) == 0 {
-			t.Errorf("the locked address guessed at another account")
+		if a := admit("10.0.0.1", fmt.Sprint("other", i), never); a.wait == 0 || a.lock != addressLocked {
+			t.Errorf("the locked address guessed at another account: %+v", a)
 		}
 	}
+	if g.addressWait(t0, "10.0.0.1") == 0 {
+		t.Error("addressWait: the locked address may try")
+	}
+	// alice's device signed in from 10.0.9.9.
+	a := admit("10.0.9.9", "alice", miss)
+	g.passed(a, "10.0.9.9", "alice")
 	for i := range testLimits.free {
-		if w := g.admit(t0, fmt.Sprint("10.0.1.", i), "alice"); w != 0 {
+		if a := admit(fmt.Sprint("10.0.1.", i), "alice", miss); a.wait != 0 {
 			t.Fatalf("guess %d at alice refused early", i)
 		}
 	}
 	for i := range 3 {
-		if g.admit(t0, fmt.Sprint("10.0.2.", i), "alice") == 0 {
-			t.Errorf("a new address guessed at the locked account")
+		if a := admit(fmt.Sprint("10.0.2.", i), "alice", never); a.wait == 0 || a.lock != accountLocked {
+			t.Errorf("a new address guessed at the locked account: %+v", a)
 		}
 	}
 	// Those refusals charged nothing: a fresh address still has its free
 	// guesses at a fresh account.
-	if g.admit(t0, "10.0.2.0", "bob") != 0 {
+	if a := admit("10.0.2.0", "bob", miss); a.wait != 0 {
 		t.Error("a refused guess charged its address")
+	}
+	// alice's device is not held up by her account's lock, a pair in
+	// the cache is charged nothing, and a miss only to the address.
+	for range 2 * testLimits.free {
+		if a := admit("10.0.9.9", "alice", hit); a.wait != 0 || !a.cached || !a.known || a.addr.seq != 0 {
+			t.Fatalf("alice's device with a cached key: %+v", a)
+		}
+	}
+	if a := admit("10.0.9.9", "alice", miss); a.wait != 0 || a.cached || a.account.seq != 0 || a.addr.seq == 0 {
+		t.Errorf("alice's device with another key: %+v", a)
+	}
+	// Known per account: 10.0.9.9 is a stranger to carol.
+	for i := range testLimits.free {
+		admit(fmt.Sprint("10.0.3.", i), "carol", miss)
+	}
+	if a := admit("10.0.9.9", "carol", never); a.lock != accountLocked {
+		t.Errorf("a host known to alice passed carol's lock: %+v", a)
+	}
+}
+
+// The known hosts are bounded: the least recently confirmed go first.
+func TestKnownHostsBounded(t *testing.T) {
+	k := newKnownHosts(4)
+	for i := range 10 {
+		k.add(fmt.Sprint("10.0.0.", i), "alice")
+		if i == 6 {
+			k.add("10.0.0.3", "alice")
+		}
+	}
+	if k.len() != 4 {
+		t.Errorf("%d pairs kept, bound 4", k.len())
+	}
+	for host, want := range map[string]bool{"10.0.0.9": true, "10.0.0.3": true, "10.0.0.0": false, "10.0.0.5": false} {
+		if k.has(host, "alice") != want {
+			t.Errorf("%s: has = %v, want %v", host, !want, want)
+		}
+	}
+	if k.has("10.0.0.9", "bob") {
+		t.Error("a host known to alice is known to bob")
 	}
 }

@@ -2,6 +2,7 @@ package kosync
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,20 +14,29 @@ import (
 
 // Signing in, on every request that carries x-auth-user and x-auth-key:
 //
-//  1. A pair that passed before, against the account's verifier as it is
-//     now, is accepted from the cache (only then is the library read
-//     before step 3): KOReader's requests stay cheap, and
-//     a device already signed in keeps syncing while someone else's
-//     guesses lock its account.
-//  2. Otherwise the guess is charged to the account and to the remote
-//     address; either over its limit answers 401 at once, without a
-//     verification, the same for every account name.
-//  3. The key is checked against the account's verifier, or, for an
-//     unknown account, a decoy with the same parameters: both take one
-//     argon2id evaluation, and only maxSlowVerifies run at once.
-//  4. A failure is logged (once per address and account a minute, then as
-//     a count); a success forgives the account, replaces an old verifier
-//     with an argon2id one, and fills the cache.
+//  1. An address over its limit is refused at once (429, with Retry-After),
+//     before its headers are read: nothing about its key is looked at, the
+//     cache included, so a right and a wrong key get the same answer in the
+//     same time.
+//  2. The gate (gate.go) then refuses an account over its limit to hosts
+//     that never signed in to it, the same way. Past both, a pair that
+//     passed before, against the account's verifier as it is now, is a
+//     success from the cache: KOReader's requests stay cheap.
+//  3. Anything else is a guess, charged to the address (and to the account,
+//     from a host it does not know) before the key is checked against the
+//     account's verifier, or, for an unknown account, a decoy with the same
+//     parameters: both take one argon2id evaluation, and only
+//     maxSlowVerifies run at once.
+//  4. A failure is 401 and is logged (once per address and account a
+//     minute, then as a count); a success forgives the account, refunds the
+//     address, makes the host known to the account, replaces an old
+//     verifier with an argon2id one, and fills the cache.
+//
+// A refusal by a limit is 429, not 401: it says that the device must wait,
+// not that its password is wrong. KOReader's client expects 200 or 401 from
+// these routes, so it takes a 429 as a failed request (a login attempt
+// fails without blaming the password; a sync fails with "try again later")
+// and keeps the key it has.
 
 const (
 	// maxSlowVerifies bounds the argon2id evaluations running at once:
@@ -45,15 +55,17 @@ const (
 
 // signin is the handler's authentication state.
 type signin struct {
-	lib      Library
-	log      *slog.Logger
-	now      func() time.Time
-	cache    *authCache
-	gate     *gate
-	decoy    verifier
-	slow     chan struct{}
-	fails    *failLog
-	onVerify func() // called at each slow verification; for tests
+	lib   Library
+	log   *slog.Logger
+	now   func() time.Time
+	cache *authCache
+	gate  *gate
+	decoy verifier
+	slow  chan struct{}
+	fails *failLog
+	// For tests: called at each slow verification and at each cache
+	// lookup.
+	onVerify, onCacheLookup func()
 }
 
 func newSignin(cfg Config, log *slog.Logger) (*signin, error) {
@@ -75,7 +87,7 @@ func newSignin(cfg Config, log *slog.Logger) (*signin, error) {
 	return &signin{
 		lib: cfg.Library, log: log, now: now, cache: cache, gate: newGate(lim), decoy: decoy,
 		slow: make(chan struct{}, maxSlowVerifies), fails: &failLog{log: log, seen: map[failKey]struct{}{}},
-		onVerify: cfg.onVerify,
+		onVerify: cfg.onVerify, onCacheLookup: cfg.onCacheLookup,
 	}, nil
 }
 
@@ -83,34 +95,48 @@ func newSignin(cfg Config, log *slog.Logger) (*signin, error) {
 // headers (any case) prove, or a requestError. It does not say why a pair
 // was refused: an unknown account and a wrong key look the same.
 func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, error) {
+	host := remoteHost(r.RemoteAddr)
+	addr := connlimit.MachineKey(r.RemoteAddr)
+	now := s.now()
+	if wait := s.gate.addressWait(now, addr); wait > 0 {
+		// The name only for the log, if it is one.
+		user := r.Header.Get("X-Auth-User")
+		if ValidUserName(user) != nil {
+			user = ""
+		}
+		return "", s.locked(now, host, user, admission{wait: wait, lock: addressLocked})
+	}
 	users, keys := r.Header.Values("X-Auth-User"), r.Header.Values("X-Auth-Key")
 	if len(users) != 1 || len(keys) != 1 || ValidUserName(users[0]) != nil || ValidKey(keys[0]) != nil {
 		return "", errUnauthorized
 	}
 	user, key := users[0], keys[0]
-	// Only a pair that passed before has an entry, so a guess reaches the
-	// limits, and a refused one answers, without touching the library:
-	// nothing on that path tells a known account from an unknown one.
 	id := s.cache.id(user, key)
-	if s.cache.has(id) {
+	inCache := func() bool {
+		if s.onCacheLookup != nil {
+			s.onCacheLookup()
+		}
+		return s.cache.has(id)
+	}
+	a := s.gate.admit(now, addr, host, user, inCache)
+	if a.wait > 0 {
+		return "", s.locked(now, host, user, a)
+	}
+	if a.cached {
 		stored, known, err := s.lib.UserAuth(ctx, user)
 		if err != nil {
 			return "", err
 		}
 		if known && s.cache.hit(id, stored) {
+			s.gate.known.add(host, user)
 			return user, nil
 		}
-	}
-	host := remoteHost(r.RemoteAddr)
-	now := s.now()
-	if wait := s.gate.admit(now, connlimit.MachineKey(r.RemoteAddr), user); wait > 0 {
-		s.fails.note(now, host, user, false)
-		// The answer a wrong key gets (KOReader shows it as a failed
-		// login, as it does the reference server's), with Retry-After:
-		// all refusals look alike, so none tells a guesser anything.
-		limited := *errUnauthorized
-		limited.retryAfter = wait
-		return "", &limited
+		// The account's verifier changed since the pair passed, and
+		// hit dropped its entry: the attempt is a guess like any other.
+		a = s.gate.admit(now, addr, host, user, func() bool { return false })
+		if a.wait > 0 {
+			return "", s.locked(now, host, user, a)
+		}
 	}
 	stored, known, err := s.lib.UserAuth(ctx, user)
 	if err != nil {
@@ -121,13 +147,32 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 		s.fails.note(now, host, user, true)
 		return "", errUnauthorized
 	}
-	s.gate.accounts.forgive(user)
-	s.gate.addrs.refund(host)
+	s.gate.passed(a, host, user)
 	if stale {
 		stored = s.upgrade(ctx, user, stored, key)
 	}
 	s.cache.add(id, stored)
 	return user, nil
+}
+
+// locked is the answer to an attempt a limit refused: the same for every
+// key, account name and request, but for how long it must wait.
+func (s *signin) locked(now time.Time, host, user string, a admission) error {
+	s.fails.note(now, host, user, false)
+	msg := "Too many failed sign-ins from this address"
+	if a.lock == accountLocked {
+		msg = "Too many failed sign-ins at this account from devices it does not know"
+	}
+	return &requestError{status: http.StatusTooManyRequests, code: codeLocked, retryAfter: a.wait,
+		message: fmt.Sprintf("%s: try again in %s. A correct password is refused too until then.", msg, waitText(a.wait))}
+}
+
+// waitText writes a lock's length for a person, rounded up: "10 s", "4 min".
+func waitText(d time.Duration) string {
+	if d <= time.Minute {
+		return fmt.Sprintf("%d s", int((d+time.Second-1)/time.Second))
+	}
+	return fmt.Sprintf("%d min", int((d+time.Minute-1)/time.Minute))
 }
 
 // verify checks key against the stored verifier, or the decoy for an
