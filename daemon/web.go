@@ -14,8 +14,10 @@ import (
 
 // The status page (package web) is served on the TCP listener, beside the
 // API, under every path outside /v1/. The page has its own authentication
-// (a session cookie opened by a one-time login token that the device's
-// owner mints on the unix socket); the API keeps refusing browser requests.
+// (a session opened by a one-time login token that the device's owner
+// mints on the unix socket: a cookie that reads, and a page key, kept in
+// the origin's storage, that acts); the API keeps refusing browser
+// requests.
 
 func (d *Daemon) newWebPage() *web.Server {
 	return web.New(web.Config{Backend: webBackend{d}, Logger: d.log.With("component", "web"), Now: d.now})

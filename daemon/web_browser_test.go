@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -61,8 +62,10 @@ func TestWebPageInBrowser(t *testing.T) {
 	p.live()
 	p.deleteAndRestore()
 	p.search()
+	p.stolenCookie()
 	p.pairing()
 	p.refused()
+	p.logout()
 }
 
 // pageTest is the browser test's state, phase after phase: two daemons in
@@ -158,6 +161,67 @@ func (p *pageTest) login() {
 		t.Fatalf("the login link worked twice: %d", code)
 	}
 	p.cookie = sessionCookie(t, p.bctx)
+	// The page key is in the origin's storage, and is not the cookie.
+	if key := p.pageKey(); len(key) != 64 || key == p.cookie.Value {
+		t.Fatalf("page key in the browser's storage: %q", key)
+	}
+}
+
+// pageKey is what the page's origin keeps in localStorage.
+func (p *pageTest) pageKey() string {
+	p.t.Helper()
+	return value(p.t, p.bctx, chromedp.Evaluate[string](`localStorage.getItem('danyue-page-key') || ""`))
+}
+
+// stolenCookie: issue 47. Another HTTP server on this machine, on another
+// port, that the logged-in browser visits receives the page's session
+// cookie, since cookies ignore the port; replayed with forged headers, it
+// reads the page but acts on nothing and never gets the invite code. That
+// server's own page cannot read the page key: storage is per origin.
+func (p *pageTest) stolenCookie() {
+	t := p.t
+	got := make(chan string, 8)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Cookie")
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<p id="other">another service on this machine</p>`)
+	}))
+	defer other.Close()
+	run(t, p.bctx, chromedp.Navigate(other.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#other`)))
+	var cookie string
+	select {
+	case cookie = <-got:
+	default:
+		t.Fatal("the other server saw no request")
+	}
+	if !strings.Contains(cookie, "danyue_session="+p.cookie.Value) {
+		t.Fatalf("the other port's server got cookies %q; the browser no longer leaks the session cookie across ports, and this test should say so", cookie)
+	}
+	if key := p.pageKey(); key != "" {
+		t.Fatalf("a page on another port reads the page key: %q", key)
+	}
+	stolen := &http.Cookie{Name: "danyue_session", Value: p.cookie.Value}
+	forged := http.Header{"Origin": {p.base}, "Sec-Fetch-Site": {"same-origin"}}
+	if code, body := post(t, p.base+"/invite", stolen, forged, url.Values{"pagekey": {""}}); code != http.StatusForbidden || strings.Contains(body, "danyue1") {
+		t.Fatalf("POST /invite with the cookie the other server got: %d", code)
+	}
+	run(t, p.bctx, chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+}
+
+// logout: the page's button ends the session and forgets the page key.
+func (p *pageTest) logout() {
+	t := p.t
+	run(t, p.bctx, chromedp.Navigate(p.base+"/"), chromedp.WaitVisible(chromedp.CSS(`#shelf`)))
+	load(t, p.bctx, chromedp.Click(chromedp.CSS(`footer button`), chromedp.NodeVisible))
+	if got := p.text("body"); !strings.Contains(got, "Logged out") {
+		t.Fatalf("after Log out the page says %q", got)
+	}
+	if key := p.pageKey(); key != "" {
+		t.Errorf("the page key outlived the session: %q", key)
+	}
+	if code, _ := get(t, p.base+"/", http.Header{"Cookie": {p.cookie.String()}}); code != http.StatusUnauthorized {
+		t.Errorf("the session outlived Log out: %d", code)
+	}
 }
 
 // shelf checks the devices, the book and its KOReader progress.

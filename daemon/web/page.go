@@ -14,7 +14,7 @@ import (
 	"github.com/danyue/danyue/internal/qrterm"
 )
 
-var pageTmpl = template.Must(template.New("").ParseFS(assets, "assets/page.html"))
+var pageTmpl = template.Must(template.New("").ParseFS(assets, "assets/*.html"))
 
 // Shelf and history sizes: a page, not an archive.
 const (
@@ -38,7 +38,6 @@ type view struct {
 	// on the shelf: not linked yet (danyue key links them), or deleted.
 	Koreader []koRow
 	Chart    chart
-	CSRF     string
 	Invite   *invite
 	Clock    []api.ClockWarning
 }
@@ -88,7 +87,7 @@ type invite struct {
 	QR   template.HTML
 }
 
-func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, name, inviteCode string) error {
+func (s *Server) render(w http.ResponseWriter, r *http.Request, name, inviteCode string) error {
 	ctx := r.Context()
 	st, err := s.b.Status(ctx)
 	if err != nil {
@@ -113,7 +112,6 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, sess session, na
 		Counts:  st.Counts,
 		Q:       strings.TrimSpace(r.URL.Query().Get("q")),
 		Chart:   makeChart(daily),
-		CSRF:    sess.csrf,
 		Clock:   st.ClockWarnings,
 	}
 	for _, p := range st.Peers {

@@ -3,6 +3,7 @@ package web
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"sync"
 	"time"
@@ -19,12 +20,20 @@ const (
 	maxSessions = 64
 )
 
-// session is one logged-in browser. csrf is the form token of its pages: a
-// POST must carry it, so a form on another site cannot act for it even if
-// the cookie and Origin checks were somehow passed.
+// session is one logged-in browser. Its cookie is sent to every port of
+// the host, so it only lets a browser read the page: acting (a POST) also
+// needs the page key, which the daemon hands out once, on the login page,
+// for the page's script to keep in the origin's storage and put in each
+// form it sends. pageKey is its SHA-256.
 type session struct {
 	expires time.Time
-	csrf    string
+	pageKey string
+}
+
+// checkPageKey reports whether key is the session's page key, in constant
+// time.
+func (v session) checkPageKey(key string) bool {
+	return subtle.ConstantTimeCompare([]byte(hashOf(key)), []byte(v.pageKey)) == 1
 }
 
 // sessions holds the login tokens not yet used and the live sessions, keyed
@@ -71,31 +80,29 @@ func (s *sessions) mint() (string, time.Time, error) {
 }
 
 // redeem uses up tok and, if it was valid, opens a session; it returns the
-// session id to put in the cookie.
-func (s *sessions) redeem(tok string) (id string, ok bool, err error) {
+// session id to put in the cookie and the page key to give the page.
+func (s *sessions) redeem(tok string) (id, pageKey string, ok bool, err error) {
 	if tok == "" {
-		return "", false, nil
+		return "", "", false, nil
 	}
 	s.mu.Lock()
 	exp, found := s.tokens[hashOf(tok)]
 	delete(s.tokens, hashOf(tok))
 	s.mu.Unlock()
 	if !found || !s.now().Before(exp) {
-		return "", false, nil
+		return "", "", false, nil
 	}
-	id, err = randomSecret()
-	if err != nil {
-		return "", false, err
+	if id, err = randomSecret(); err != nil {
+		return "", "", false, err
 	}
-	csrf, err := randomSecret()
-	if err != nil {
-		return "", false, err
+	if pageKey, err = randomSecret(); err != nil {
+		return "", "", false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	evict(s.live, maxSessions, s.now(), func(v session) time.Time { return v.expires })
-	s.live[hashOf(id)] = session{expires: s.now().Add(sessionTTL), csrf: csrf}
-	return id, true, nil
+	s.live[hashOf(id)] = session{expires: s.now().Add(sessionTTL), pageKey: hashOf(pageKey)}
+	return id, pageKey, true, nil
 }
 
 // get returns the live session of id.

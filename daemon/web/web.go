@@ -5,13 +5,22 @@
 //
 // Nothing is served without a session. A session is opened once per login
 // token, which the device's owner mints through the API on the unix socket
-// (`danyue open`); the cookie is HttpOnly and SameSite=Strict, and every POST
-// also passes an Origin check and carries the session's form token.
+// (`danyue open`). It has two parts, because cookies ignore the port: any
+// other server on this host that the browser visits receives the session
+// cookie (HttpOnly, SameSite=Strict). The cookie alone lets a browser read
+// the page, which works without JavaScript. Acting (bringing a book back,
+// showing an invite code, which carries the library secret, logging out)
+// also needs the page key: the login page hands it out once, its script
+// keeps it in the origin's localStorage (which, unlike cookies, is kept per
+// port), and the page's script puts it in each form it sends. Nothing the
+// cookie can fetch contains it, so a leaked cookie cannot act or read the
+// secret; the trade-off is that acting needs JavaScript. Every POST also
+// passes an Origin and fetch-metadata check.
 package web
 
 import (
+	"bytes"
 	"context"
-	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
@@ -124,8 +133,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // errCrossSite is a POST that did not come from the page itself.
 var errCrossSite = errors.New("the request did not come from this page")
 
+// pageKeyField is the form field that carries the page key. The page's
+// script keeps the key in localStorage as "danyue-page-key" (login.js puts
+// it there, app.js reads it).
+const pageKeyField = "pagekey"
+
 // authed requires a live session, and for a POST that the request came
-// from this page (crossOrigin) with the session's form token.
+// from this page (crossOrigin) with the session's page key.
 func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, sess session) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie(cookieName)
@@ -144,8 +158,14 @@ func (s *Server) authed(h func(w http.ResponseWriter, r *http.Request, sess sess
 				http.Error(w, err.Error(), http.StatusForbidden)
 				return
 			}
-			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(sess.csrf)) != 1 {
-				http.Error(w, "the form is out of date: reload the page and try again", http.StatusForbidden)
+			switch key := r.PostFormValue(pageKeyField); {
+			case key == "":
+				http.Error(w, "This needs JavaScript: the page acts only with the key this browser got when it logged in, "+
+					"which the page's script keeps and sends. Turn JavaScript on, or run `danyue open` for a new login link.", http.StatusForbidden)
+				return
+			case !sess.checkPageKey(key):
+				http.Error(w, "This browser's key for the page is not this session's (it logged in again, or its storage was cleared): "+
+					"run `danyue open` for a new login link.", http.StatusForbidden)
 				return
 			}
 		}
@@ -180,14 +200,23 @@ func crossOrigin(r *http.Request) error {
 	}
 }
 
+// handleLogin opens a session and answers the login page, which hands the
+// page key to the page's script and goes on to the page. It is the only
+// answer that carries the page key, and it is made once per login token.
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
-	id, ok, err := s.sessions.redeem(r.URL.Query().Get("token"))
+	id, pageKey, ok, err := s.sessions.redeem(r.URL.Query().Get("token"))
 	if err != nil {
 		http.Error(w, "could not open a session: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	if !ok {
 		http.Error(w, "This login link was used already or has expired. Run `danyue open` for a new one.", http.StatusForbidden)
+		return
+	}
+	var buf bytes.Buffer
+	if err := pageTmpl.ExecuteTemplate(&buf, "login", pageKey); err != nil {
+		s.sessions.end(id)
+		http.Error(w, "could not open a session: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -198,7 +227,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,
 	})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = buf.WriteTo(w) // a browser gone away is not ours to report
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request, _ session) error {
@@ -213,7 +243,7 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request, _ session)
 
 func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request, _ session) error {
 	switch r.PathValue("file") {
-	case "style.css", "app.js":
+	case "style.css", "app.js", "login.js":
 		s.static.ServeHTTP(w, r)
 	default:
 		http.NotFound(w, r)
@@ -221,20 +251,20 @@ func (s *Server) handleStatic(w http.ResponseWriter, r *http.Request, _ session)
 	return nil
 }
 
-func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, sess session) error {
-	return s.render(w, r, sess, "page", "")
+func (s *Server) handlePage(w http.ResponseWriter, r *http.Request, _ session) error {
+	return s.render(w, r, "page", "")
 }
 
-func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request, sess session) error {
-	return s.render(w, r, sess, "live", "")
+func (s *Server) handleFragment(w http.ResponseWriter, r *http.Request, _ session) error {
+	return s.render(w, r, "live", "")
 }
 
-func (s *Server) handleInvite(w http.ResponseWriter, r *http.Request, sess session) error {
+func (s *Server) handleInvite(w http.ResponseWriter, r *http.Request, _ session) error {
 	code, err := s.b.Invite(r.Context())
 	if err != nil {
 		return err
 	}
-	return s.render(w, r, sess, "page", code)
+	return s.render(w, r, "page", code)
 }
 
 func (s *Server) handleRestore(w http.ResponseWriter, r *http.Request, _ session) error {

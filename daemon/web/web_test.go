@@ -91,7 +91,7 @@ func testServer(t *testing.T) (*Server, *fakeBackend, *time.Time) {
 }
 
 // login goes through the one-time URL and returns the session cookie and
-// the page's form token.
+// the page key, as the login page hands it to its script.
 func login(t *testing.T, s *Server) (*http.Cookie, string) {
 	t.Helper()
 	tok, _, err := s.LoginToken()
@@ -99,14 +99,31 @@ func login(t *testing.T, s *Server) (*http.Cookie, string) {
 		t.Fatal(err)
 	}
 	rec := serve(s, httptest.NewRequest("GET", "/login?token="+tok, nil))
-	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" {
-		t.Fatalf("login: %d %q", rec.Code, rec.Header().Get("Location"))
+	if rec.Code != http.StatusOK || len(rec.Result().Cookies()) != 1 {
+		t.Fatalf("login: %d, cookies %v", rec.Code, rec.Result().Cookies())
 	}
-	c := rec.Result().Cookies()[0]
-	rec = serve(s, withCookie(httptest.NewRequest("GET", "/", nil), c))
-	_, rest, _ := strings.Cut(rec.Body.String(), `name="csrf" value="`)
-	csrf, _, _ := strings.Cut(rest, `"`)
-	return c, csrf
+	return rec.Result().Cookies()[0], pageKeyOf(t, rec.Body.String())
+}
+
+// pageKeyOf returns the page key a login page hands out.
+func pageKeyOf(t *testing.T, body string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(body, `<meta name="danyue-page-key" content="`)
+	key, _, _ := strings.Cut(rest, `"`)
+	if !ok || len(key) != 64 {
+		t.Fatalf("no page key on the login page: %q", body)
+	}
+	return key
+}
+
+// postForm posts form to path with the cookie, as the page itself would:
+// with its Origin and fetch metadata.
+func postForm(s *Server, path string, c *http.Cookie, form url.Values) *httptest.ResponseRecorder {
+	r := withCookie(httptest.NewRequest("POST", path, strings.NewReader(form.Encode())), c)
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Origin", "http://example.com")
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	return serve(s, r)
 }
 
 func serve(s *Server, r *http.Request) *httptest.ResponseRecorder {
@@ -127,12 +144,16 @@ func TestLoginTokenWorksOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := serve(s, httptest.NewRequest("GET", "/login?token="+tok, nil))
-	if rec.Code != http.StatusSeeOther {
+	if rec.Code != http.StatusOK {
 		t.Fatalf("first use: %d", rec.Code)
 	}
 	c := rec.Result().Cookies()[0]
 	if !c.HttpOnly || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || len(c.Value) != 64 {
 		t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/, 256 random bits", c)
+	}
+	body := rec.Body.String()
+	if key := pageKeyOf(t, body); key == c.Value || !strings.Contains(body, `<script src="/static/login.js"`) {
+		t.Fatalf("login page %q: want a page key apart from the cookie, and login.js", body)
 	}
 	if rec := serve(s, httptest.NewRequest("GET", "/login?token="+tok, nil)); rec.Code != http.StatusForbidden {
 		t.Fatalf("second use: %d, want 403", rec.Code)
@@ -187,27 +208,26 @@ func TestNothingWithoutSession(t *testing.T) {
 
 func TestPostsMustComeFromThePage(t *testing.T) {
 	s, f, _ := testServer(t)
-	c, csrf := login(t, s)
-	if csrf == "" {
-		t.Fatal("no form token on the page")
-	}
+	c, key := login(t, s)
 	for _, tc := range []struct {
 		name    string
-		csrf    string
+		key     string
 		headers map[string]string
 		want    int
 	}{
-		{"same origin", csrf, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
-		{"null origin, same-origin fetch", csrf, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
-		{"other origin", csrf, map[string]string{"Origin": "http://evil.test"}, http.StatusForbidden},
-		{"cross-site fetch", csrf, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
-		{"null origin alone", csrf, map[string]string{"Origin": "null"}, http.StatusForbidden},
-		{"no origin", csrf, nil, http.StatusForbidden},
-		{"no form token", "", map[string]string{"Origin": "http://example.com"}, http.StatusForbidden},
-		{"wrong form token", strings.Repeat("a", 64), map[string]string{"Origin": "http://example.com"}, http.StatusForbidden},
+		{"same origin", key, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		{"null origin, same-origin fetch", key, map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}, http.StatusSeeOther},
+		{"other origin", key, map[string]string{"Origin": "http://evil.test"}, http.StatusForbidden},
+		{"cross-site fetch", key, map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"same-site fetch (another port)", key, map[string]string{"Origin": "http://example.com:8080", "Sec-Fetch-Site": "same-site"}, http.StatusForbidden},
+		{"null origin alone", key, map[string]string{"Origin": "null"}, http.StatusForbidden},
+		{"no origin", key, nil, http.StatusForbidden},
+		{"no page key", "", map[string]string{"Origin": "http://example.com"}, http.StatusForbidden},
+		{"wrong page key", strings.Repeat("a", 64), map[string]string{"Origin": "http://example.com"}, http.StatusForbidden},
+		{"the cookie as page key", c.Value, map[string]string{"Origin": "http://example.com"}, http.StatusForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			form := url.Values{"key": {"md5:gone"}, "csrf": {tc.csrf}}
+			form := url.Values{"key": {"md5:gone"}, pageKeyField: {tc.key}}
 			r := withCookie(httptest.NewRequest("POST", "/restore", strings.NewReader(form.Encode())), c)
 			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			for k, v := range tc.headers {
@@ -224,6 +244,64 @@ func TestPostsMustComeFromThePage(t *testing.T) {
 				t.Fatalf("%d, restored=%v; want %d", rec.Code, restored, tc.want)
 			}
 		})
+	}
+}
+
+// Issue 47: cookies ignore the port, so any other server on this host that
+// the logged-in browser visits gets the session cookie. With it alone, as
+// such a server would replay it (forging Origin and fetch metadata, and
+// sending whatever token the page it can read shows), every action is
+// refused and the invite code is never shown; the page can still be read.
+// The page key, which nothing the cookie fetches contains, makes the same
+// requests pass.
+func TestCookieAloneCannotAct(t *testing.T) {
+	s, f, _ := testServer(t)
+	c, key := login(t, s)
+	page := serve(s, withCookie(httptest.NewRequest("GET", "/", nil), c))
+	if page.Code != http.StatusOK || !strings.Contains(page.Body.String(), "三体") {
+		t.Fatalf("reading with the cookie: %d", page.Code)
+	}
+	// What a thief can scrape: any hidden field's value on the page.
+	scraped := url.Values{}
+	for _, chunk := range strings.Split(page.Body.String(), `type="hidden" name="`)[1:] {
+		name, rest, _ := strings.Cut(chunk, `"`)
+		_, rest, _ = strings.Cut(rest, `value="`)
+		value, _, _ := strings.Cut(rest, `"`)
+		scraped.Set(name, value)
+	}
+	for _, path := range []string{"/", "/fragment", "/static/app.js"} {
+		if body := serve(s, withCookie(httptest.NewRequest("GET", path, nil), c)).Body.String(); strings.Contains(body, key) {
+			t.Fatalf("GET %s with the cookie shows the page key", path)
+		}
+	}
+	for _, path := range []string{"/invite", "/restore", "/logout"} {
+		form := url.Values{"key": {"md5:gone"}}
+		for k, v := range scraped {
+			form[k] = v
+		}
+		rec := postForm(s, path, c, form)
+		if rec.Code != http.StatusForbidden || strings.Contains(rec.Body.String(), "danyue1-secret-code") {
+			t.Errorf("POST %s with the cookie alone: %d %q; want 403 without the code", path, rec.Code, rec.Body.String())
+		}
+	}
+	f.mu.Lock()
+	restored := len(f.restored)
+	f.mu.Unlock()
+	if restored != 0 {
+		t.Error("the cookie alone restored a book")
+	}
+	if rec := serve(s, withCookie(httptest.NewRequest("GET", "/", nil), c)); rec.Code != http.StatusOK {
+		t.Fatalf("the cookie alone logged the session out: %d", rec.Code)
+	}
+	// With the page key, the same requests pass.
+	if rec := postForm(s, "/invite", c, url.Values{pageKeyField: {key}}); !strings.Contains(rec.Body.String(), "danyue1-secret-code") {
+		t.Errorf("POST /invite with the page key: %d", rec.Code)
+	}
+	if rec := postForm(s, "/logout", c, url.Values{pageKeyField: {key}}); rec.Code != http.StatusOK {
+		t.Errorf("POST /logout with the page key: %d", rec.Code)
+	}
+	if rec := serve(s, withCookie(httptest.NewRequest("GET", "/", nil), c)); rec.Code != http.StatusUnauthorized {
+		t.Errorf("after logging out, the cookie reads the page: %d", rec.Code)
 	}
 }
 
@@ -302,14 +380,11 @@ func TestSearch(t *testing.T) {
 
 func TestInviteOnlyWhenAsked(t *testing.T) {
 	s, _, _ := testServer(t)
-	c, csrf := login(t, s)
+	c, key := login(t, s)
 	if body := serve(s, withCookie(httptest.NewRequest("GET", "/", nil), c)).Body.String(); strings.Contains(body, "danyue1-secret-code") {
 		t.Fatal("the invite is on the page before it was asked for")
 	}
-	r := withCookie(httptest.NewRequest("POST", "/invite", strings.NewReader("csrf="+csrf)), c)
-	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	r.Header.Set("Origin", "http://example.com")
-	body := serve(s, r).Body.String()
+	body := postForm(s, "/invite", c, url.Values{pageKeyField: {key}}).Body.String()
 	if !strings.Contains(body, "danyue1-secret-code") || !strings.Contains(body, `<svg class="qr"`) {
 		t.Fatal("no invite code or QR code after asking")
 	}
@@ -318,7 +393,7 @@ func TestInviteOnlyWhenAsked(t *testing.T) {
 func TestStaticOnlyAssets(t *testing.T) {
 	s, _, _ := testServer(t)
 	c, _ := login(t, s)
-	for path, want := range map[string]int{"/static/style.css": 200, "/static/app.js": 200, "/static/page.html": 404, "/static/": 404} {
+	for path, want := range map[string]int{"/static/style.css": 200, "/static/app.js": 200, "/static/login.js": 200, "/static/page.html": 404, "/static/login.html": 404, "/static/": 404} {
 		if rec := serve(s, withCookie(httptest.NewRequest("GET", path, nil), c)); rec.Code != want {
 			t.Errorf("%s: %d, want %d", path, rec.Code, want)
 		}

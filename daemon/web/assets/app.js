@@ -1,8 +1,22 @@
-// Live updates: the daemon says "change" on /events and the page fetches
-// its live part again, rendered on the server like the rest. No framework,
-// nothing from the network but this page's own origin.
+// The page's script: it puts the page key in the forms the page posts, and
+// keeps the page live: the daemon says "change" on /events and the page
+// fetches its live part again, rendered on the server like the rest. No
+// framework, nothing from the network but this page's own origin.
 (function () {
 	'use strict';
+	// Every form the page posts carries the page key, which login.js put
+	// in this origin's storage: the session cookie alone, which reaches
+	// every server on this host, cannot act. Logging out forgets it.
+	document.addEventListener('submit', function (ev) {
+		var form = ev.target;
+		var field = form && form.querySelector && form.querySelector('input[name="pagekey"]');
+		if (!field) { return; }
+		try {
+			field.value = window.localStorage.getItem('danyue-page-key') || '';
+			if (form.getAttribute('action') === '/logout') { window.localStorage.removeItem('danyue-page-key'); }
+		} catch (e) { /* no storage: the daemon answers what to do */ }
+	}, true);
+
 	var live = document.getElementById('live');
 	var state = document.getElementById('live-state');
 	if (!live || !window.EventSource || !window.fetch) {
