@@ -111,11 +111,14 @@ func (s *signin) authenticate(ctx context.Context, r *http.Request) (string, err
 		return "", errUnauthorized
 	}
 	user, key := users[0], keys[0]
-	id := s.cache.id(user, key)
+	// The gate calls inCache only for an attempt it lets through: a
+	// refused one computes nothing from its key.
+	var id cacheID
 	inCache := func() bool {
 		if s.onCacheLookup != nil {
 			s.onCacheLookup()
 		}
+		id = s.cache.id(user, key)
 		return s.cache.has(id)
 	}
 	a := s.gate.admit(now, addr, host, user, inCache)
