@@ -93,9 +93,8 @@
 // # Footprint
 //
 // badger is tuned for a background process (options.go): 4 MB memtables,
-// two of them in memory (the one written and the one being flushed, which
-// the writer waits for: flushes.go), three if a flush outlasts that wait,
-// every value in the LSM tree, no caches, no compression,
+// up to three of them in memory (the one written, one queued and the one
+// being flushed), every value in the LSM tree, no caches, no compression,
 // 512 KB tables and badger's own leveled compaction with small levels (a
 // 4 MB base, each level 5 times the one above), so that no compaction
 // touches more than a few tens of MB however large the store, and none

@@ -69,9 +69,7 @@ func (s *Store) acquire() (*badger.DB, error) {
 // has one (badger's read timestamp waits for them), so a flood would stall
 // every GET with it. Waiting here, before the group has a timestamp, keeps
 // reads going while the writer, and through it the sync stream and its
-// sender, slows down to what compaction sustains. It waits as well while
-// a full memtable is not yet written out, so that badger holds no third
-// one (flushes.go).
+// sender, slows down to what compaction sustains.
 func (s *Store) acquireWrite() (*badger.DB, error) {
 	db, err := s.acquire()
 	if err != nil {
@@ -85,9 +83,9 @@ func (s *Store) acquireWrite() (*badger.DB, error) {
 }
 
 // behind reports whether badger is behind the writer: level 0 is deeper
-// than admitL0 tables, or a full memtable waits to be written out.
+// than admitL0 tables.
 func (s *Store) behind(db *badger.DB) bool {
-	return l0Tables(db) >= s.opt.admitL0() || (s.flushing != nil && s.flushing() > 0)
+	return l0Tables(db) >= s.opt.admitL0()
 }
 
 func (s *Store) release() {

@@ -127,11 +127,7 @@ func (s *Store) mappedDir() string {
 // pages go out (MADV_PAGEOUT), each table's index kept mapped for the
 // merge's seeks.
 func (s *Store) closeDB(db *badger.DB) error {
-	err := s.pagingOutTables(db.Close)
-	s.builders.Release()
-	s.builders = nil
-	s.flushing = nil
-	return err
+	return s.pagingOutTables(db.Close)
 }
 
 // halt stops the trimmer and waits for it: the database may be closed

@@ -68,9 +68,7 @@ const (
 //     second instead of 14,500 (testnet/cmd/flood, one run each, peaking
 //     at 96 MB instead of 88). None queued (0) makes the queue an
 //     unbuffered channel, which badger's writer only tries once each time
-//     the flusher wakes it, so it could wait for ever. The store's writer
-//     itself waits while a memtable is being flushed (flushes.go), so
-//     the queue fills only when a flush outlasts that wait (admitWait).
+//     the flusher wakes it, so it could wait for ever.
 //   - every value stays in the LSM tree (ValueThreshold above the largest
 //     record, crdt.MaxEncodedSize); the value log stays empty, needs no GC and
 //     its files are small.
@@ -84,7 +82,7 @@ const (
 //     records) put 100 MB in builders alone. 1 MB tables, for half the
 //     files (a store of a million records has about 550 tables, each an
 //     open file), put 40 MB more in the heap during a flood while badger
-//     pooled its builders; without the pool (builders.go) a flood peaked
+//     pooled its builders; without the pool a flood peaked
 //     no higher with them (79-81 MB against 82-89, testnet/cmd/flood), but
 //     a restart at 100,000 books peaked at 61 and 44 MB against 28-33
 //     (TestMeasurePhases, two runs; the first mapped 19 MB of tables).
@@ -155,8 +153,7 @@ const (
 
 // Admission of group commits (Store.acquireWrite): a group waits while
 // level 0 holds twice the tables that start its compaction (as many as
-// make badger stall the flushes that would add more), or while a full
-// memtable is being written out (flushes.go), polling every admitPoll for
+// make badger stall the flushes that would add more), polling every admitPoll for
 // at most admitWait, after which it goes ahead and badger's own stall
 // rules.
 const (

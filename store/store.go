@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/resident"
@@ -66,8 +65,6 @@ type Store struct {
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
 	trim       *trimmer            // while db is open (mapped.go)
-	builders   *z.AllocatorPool    // taken out of db (builders.go), released once it is closed
-	flushing   func() int          // db's full memtables not yet written out (flushes.go); nil if unknown
 	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
 
@@ -238,8 +235,6 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 	})
 	switch {
 	case err == nil:
-		s.builders = unpoolBuilders(db)
-		s.flushing = flushQueue(db)
 		return db, nil
 	case isLockErr(err):
 		return nil, lockedErr(s.dir)
