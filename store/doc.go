@@ -92,26 +92,14 @@
 //
 // # Footprint
 //
-// badger is tuned for a background process (options.go): 4 MB memtables,
-// up to three of them in memory (the one written, one queued and the one
-// being flushed), every value in the LSM tree, no caches, no compression,
-// 512 KB tables and badger's own leveled compaction with small levels (a
-// 4 MB base, each level 5 times the one above), so that no compaction
-// touches more than a few tens of MB however large the store, and none
-// rewrites the whole tree.
+// badger is tuned for a background process through its options alone
+// (options.go, which states each trade-off): small memtables, every value in
+// the LSM tree, no caches, no compression, small tables and leveled
+// compaction with small levels, so that no compaction touches more than a
+// few tens of MB however large the store, and none rewrites the whole tree.
 //
-// What a flood of writes costs is bounded four ways:
+// What a flood of writes costs is bounded three ways:
 //
-//   - Mapped tables. badger reads and writes its tables through memory
-//     maps, so every page it touched would stay in the resident set: after
-//     a million records, the whole 270 MB database. While the database is
-//     open, a trimmer (mapped.go) drops the process's mappings of the
-//     tables' data pages when they have grown by 1 MB, checked every 10 ms
-//     while they grow and every 400 ms while they do not. The pages stay in
-//     the page cache, so reads do not go to the disk, and each table's
-//     index and bloom filter stay mapped (10 MB at a million records). On
-//     Linux and Android only; elsewhere the OS has no list of a process's
-//     mappings to find them.
 //   - Stalls. Every badger read waits for every commit that has taken its
 //     timestamp, so a commit that badger stalls (level 0 full) stalls every
 //     read. The writer instead waits before it commits while level 0 is
@@ -120,58 +108,21 @@
 //     compaction sustains.
 //   - Reads. Reads share a read transaction the writer opens right after
 //     each commit (snapshot.go), so a GET waits for no commit in progress.
-//   - Memory. Table builders take a buffer of twice the table size each,
-//     hence the small tables. The rest of the heap's peak is garbage (each
-//     table a compaction writes allocates a 3 MB index buffer), which the
-//     Go collector lets grow to the live heap again unless the process sets
-//     a memory limit; the daemon's command does (cmd/danyue, 28 MiB), an
-//     embedding app chooses its own.
-//
-// testnet/cmd/flood measures it: a member offering a million records, the
-// daemon's peak RSS and its single-book GET latency meanwhile. On a shared
-// 2-core Linux machine the peak is 106-116 MB: 53-56 MB of Go heap (mostly
-// badger's table builders, their 3 MB index buffers and the memtables; the
-// record provenance of peer/knowledge.go, 12 MB of it then, is 3 MB now),
-// 10-20 MB of table pages and 25 MB of the program's own text; 103-106 MB
-// once the program's text was 20 MB (peer/host.go); 100-109 MB at 7.8-8.1k
-// records a second (118 MB the same hour before) once a trimmer pass no
-// longer ended at the first table a compaction had deleted since the pass
-// listed the mappings, and 106-123 MB later that day, when the machine took
-// 12.8-15.9k a second. At the peak 18-48 MB of tables are still mapped,
-// mostly one compaction's output: a pass then takes 200-700 ms, as the
-// trimmer shares the two cores with the compactions. A build that peaked at
-// 106-114 MB there peaked at 91-93 MB on an earlier day, when the machine's
-// disk synced about four times faster; the likely reason is that the
-// builders a compaction keeps in flight wait for their tables to sync
-// (206-246 MB before the snapshot reads and the daemon's process settings;
-// 435 MB before the trimmer).
-// GETs take 40-42 ms at the 99th percentile and 2.1 ms at the median, and
-// the flood goes at 7.8-8.6k records a second (47-50 ms, 3.7-3.9 ms and
-// 4.1-4.3k paging the tables out, mapped.go). flood -control shows where a
-// GET's time goes: one that reads nothing from the store took 17-29 ms at
-// the 99th percentile in the same flood.
+//   - Memory. What the store holds is badger's: memtable arenas and table
+//     builders in the Go heap, hence the small memtables and tables. Table
+//     pages are mapped from their files and belong to the page cache, which
+//     the kernel reclaims before anything else. The store sets no
+//     process-wide policy: the collector lets garbage grow to the size of
+//     the live heap again unless the process sets a memory limit
+//     (runtime/debug.SetMemoryLimit), which the daemon's command does and an
+//     embedding app may (package mobile's Config.MemoryLimit).
 //
 // While open, badger keeps timers (a 2-second allocator pool ticker, two
 // 1-minute tickers and the compactors' 50 ms tickers) that no option
-// removes, and the trimmer ticks too, so after Options.IdleClose with
-// nothing to do and level 0 compacted, the store closes the database,
-// keeping its directory lock and what it answers from memory, and reopens
-// it on the next call: an idle daemon has no timers from the store at all.
-//
-// Once a burst of work is over (the trimmer trimmed and the mapped pages
-// have not grown for 2 s since; the first seconds after an open, which
-// follow the process's start-up; an idle close), the store hands back
-// what the burst left the process holding (releaseMemory, mapped.go): the
-// Go heap's free memory, which the runtime would otherwise return over
-// minutes, and the pages of the program's own executable that the work
-// mapped, most of its 23 MB of code and read-only data (internal/resident).
-// An idle daemon with 10,000 books and one peer (TestMeasureIdle in
-// cmd/danyue) then holds 15.1 MB instead of 29.6 MB; at 100,000 books
-// (TestMeasurePhases) 15.3-19.0 MB ten seconds after a restart instead of
-// 47.9-53.8 MB, 9.0-9.5 MB once the database is closed instead of
-// 25.3-25.8 MB, and a device that has just joined 29.4-32.6 MB 30 s later
-// instead of 63.5 MB. A flood has no pause that long, so its peak is the
-// same.
+// removes, so after Options.IdleClose with nothing to do and level 0
+// compacted, the store closes the database, keeping its directory lock and
+// what it answers from memory, and reopens it on the next call: an idle
+// daemon has no timers from the store at all.
 //
 // # Errors
 //

@@ -21,8 +21,6 @@ import (
 // idle close that would leave level 0 at its threshold waits for them
 // (maxIdleDefer at most), so that level 0 does not grow by a table
 // with every idle close.
-// While the database is open, a trimmer drops the pages of its tables from
-// the resident set (mapped.go).
 
 // acquire returns the open database, reopening it if it was closed for
 // idleness. Every successful acquire must be paired with a release.
@@ -55,7 +53,6 @@ func (s *Store) acquire() (*badger.DB, error) {
 		}
 		s.db = db
 		s.opens++
-		s.trim = s.startTrimmer(db)
 		s.log.Debug("store reopened", "dir", s.dir, "took", time.Since(start))
 	}
 	s.users++
@@ -87,6 +84,9 @@ func (s *Store) acquireWrite() (*badger.DB, error) {
 func (s *Store) behind(db *badger.DB) bool {
 	return l0Tables(db) >= s.opt.admitL0()
 }
+
+// closeDB closes db.
+func (s *Store) closeDB(db *badger.DB) error { return db.Close() }
 
 func (s *Store) release() {
 	s.mu.Lock()
@@ -138,8 +138,6 @@ func (s *Store) closeIdle() {
 	db := s.db
 	s.db = nil
 	s.snaps.drop()
-	s.trim.halt() // it does not take mu
-	s.trim = nil
 	err := s.closeDB(db)
 	s.mu.Unlock()
 	if err != nil {
@@ -148,11 +146,6 @@ func (s *Store) closeIdle() {
 		s.log.Warn("closing the idle store failed", "dir", s.dir, "err", err)
 		return
 	}
-	// The database's memory (memtable arena, blocks and records of the last
-	// reads) is garbage now: hand it back to the OS at once rather than over
-	// the next minutes, with the executable's pages the last work mapped,
-	// since the process is going idle.
-	s.releaseMemory()
 	s.log.Debug("store closed while idle", "dir", s.dir, "took", time.Since(start))
 }
 

@@ -108,32 +108,3 @@ func TestCompactionKeepsL0Small(t *testing.T) {
 		t.Errorf("Get after compaction: %v, %v", ok, err)
 	}
 }
-
-// The trimmer (mapped.go) ticks only while the database is open: an idle
-// store has no timer from it.
-func TestTrimmerOnlyWhileOpen(t *testing.T) {
-	s := open(t, t.TempDir(), Options{IdleClose: 20 * time.Millisecond})
-	trimming := func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.trim != nil
-	}
-	for i := range 3 {
-		poll.Until(t, "the idle store to close", 5*time.Second, func() bool { open, _ := s.state(); return !open })
-		if trimming() {
-			t.Fatal("trimmer running while the database is closed")
-		}
-		db, err := s.acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !trimming() {
-			t.Error("no trimmer while the database is open")
-		}
-		if db == nil {
-			t.Fatal("acquire returned no database")
-		}
-		s.release()
-		apply(t, s, Batch{Entries: []crdt.Entry{pos(t, i, 10, 1)}})
-	}
-}

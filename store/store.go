@@ -14,7 +14,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/danyue/danyue/crdt"
-	"github.com/danyue/danyue/internal/resident"
 )
 
 // Store is a device's durable library state. It is safe for concurrent use.
@@ -34,9 +33,6 @@ type Store struct {
 	epoch uint64
 	// delivered holds the delivered marks (delivered.go).
 	delivered deliveredMarks
-	// exe counts and drops the executable's pages (mapped.go); nil if the
-	// OS does not list them.
-	exe *resident.Executable
 
 	// What the store serves from memory: the last durable sequence number,
 	// the clock high-water mark, and the channel Watch hands out.
@@ -61,10 +57,8 @@ type Store struct {
 	timer      *time.Timer
 	closed     bool
 	opens      int                 // badger opens so far, for tests
-	releases   atomic.Int64        // releaseMemory calls so far, for tests
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
-	trim       *trimmer            // while db is open (mapped.go)
 	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
 	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
 
@@ -125,11 +119,9 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	if err := s.lockDir(); err != nil {
 		return nil, err
 	}
-	s.exe = openExecutable(s.log)
 	ok := false
 	defer func() {
 		if !ok {
-			s.closeExecutable()
 			s.lock.Close()
 		}
 	}()
@@ -166,7 +158,6 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	s.wseq, s.whw = s.lastSeq, s.hw
 	go s.writer()
 	s.mu.Lock()
-	s.trim = s.startTrimmer(db)
 	s.armIdleLocked()
 	s.mu.Unlock()
 	return s, nil
@@ -207,16 +198,7 @@ func (s *Store) lockDir() error {
 	return nil
 }
 
-// openDB opens badger, mapping its errors to the store's. Opening reads
-// every table's index and its last block through the table's map, and
-// the kernel maps the cached pages around each (fault-around) and reads
-// ahead of those it must read: a store of a million books (600 tables)
-// had 27-28 MB of tables mapped at the peak of a restart, and the restart
-// peaked at 59-65 MB. So its tables' data pages are paged out as badger
-// opens it (pagingOutTables), their indexes kept: 12-20 MB of tables, and
-// peaks of 41-58 MB (five restarts each, alternating, the tables cached).
-// The API was up in 0.21-0.33 s either way, though each check reads the
-// footer of every table.
+// openDB opens badger, mapping its errors to the store's.
 func (s *Store) openDB() (db *badger.DB, err error) {
 	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
 		return nil, ioErr(s.dir, "create the database directory", err)
@@ -229,10 +211,7 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 			db, err = nil, corruptf(s.dir, "opening the database failed: %v", v)
 		}
 	}()
-	err = s.pagingOutTables(func() (err error) {
-		db, err = badger.Open(s.opt.badger(s.dbDir))
-		return err
-	})
+	db, err = badger.Open(s.opt.badger(s.dbDir))
 	switch {
 	case err == nil:
 		return db, nil
@@ -271,8 +250,6 @@ func (s *Store) Close() error {
 	db := s.db
 	s.db = nil
 	s.snaps.drop()
-	s.trim.halt()
-	s.trim = nil
 	s.mu.Unlock()
 
 	var err error
@@ -289,7 +266,6 @@ func (s *Store) Close() error {
 			err = ioErr(s.dir, "close "+ackedFile, cerr)
 		}
 	}
-	s.closeExecutable()
 	if cerr := s.lock.Close(); cerr != nil && err == nil {
 		err = ioErr(s.dir, "release the lock", cerr)
 	}
