@@ -11,7 +11,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/danyue/danyue/daemon"
-	"github.com/danyue/danyue/internal/resident"
 )
 
 func daemonCommand() command {
@@ -93,26 +92,6 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {
 		return err
-	}
-	// The start-up maps most of the executable (every package's init, the
-	// construction of the store, the host and the listeners), which the
-	// daemon's work then needs a fraction of: dropped now rather than when the
-	// store first settles, they are not part of the peak while a restarted
-	// daemon catches up (37.5-48.8 MB instead of 48.8-60.5 MB at 100,000
-	// books, TestMeasurePhases). They are evicted from the page cache too
-	// (resident.EvictExecutable), so that what the start-up read ahead does
-	// not come back with each page the daemon maps again: bulk API writes of
-	// 100,000 books right after a start (testnet/cmd/mixed's fill) peaked at
-	// 34.7-43.9 MB (median 37.4) instead of 38.1-41.5 (39.6), eight
-	// alternating runs each, and at 34.0 MB instead of 41.6 in
-	// TestMeasurePhases (the binary's pages 10.7 MB instead of 13.0); a device
-	// joining peaked as before (37.1-39.9 MB against 36.8-40.1,
-	// TestMeasureScale). The command that starts the join reads the executable
-	// into the cache again, as any run of the command does. A restarted daemon
-	// reads back from the disk what the last one evicted: API up in 44-66 ms
-	// instead of 43-55.
-	if _, err := resident.EvictExecutable(); err != nil {
-		logger.Debug("evicting the executable's pages failed", "err", err)
 	}
 	var runErr error
 	select {
