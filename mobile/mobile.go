@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -51,6 +52,16 @@ type Config struct {
 	HTTP string
 	// LogLevel is debug, info, warn, error or off; logs go to stderr.
 	LogLevel string
+	// MemoryLimit, in bytes, is the soft limit on the memory of the Go
+	// runtime in the app's process (runtime/debug.SetMemoryLimit), set by
+	// Start and restored by Stop. It is process-wide, and it is the app's
+	// to choose: a lower limit keeps the node's anonymous memory lower
+	// through a burst of sync and costs CPU in collections, and once what
+	// the node holds live is above it the collector runs all the time (the
+	// limit is soft: the node slows down, it does not fail). The README
+	// gives the daemon command's own choice. 0 leaves the process's setting
+	// alone (GOMEMLIMIT, or none).
+	MemoryLimit int64
 
 	// logger replaces the stderr logger (tests route logs to t.Log).
 	logger *slog.Logger
@@ -80,6 +91,10 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// restoreLimit puts back the memory limit Start replaced; nil if
+	// Config.MemoryLimit was 0.
+	restoreLimit func()
+
 	mu       sync.Mutex // guards the fields below
 	stopped  bool
 	stopErr  error
@@ -95,6 +110,9 @@ func Start(cfg *Config) (*Node, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("start: DataDir is required")
+	}
+	if cfg.MemoryLimit < 0 {
+		return nil, fmt.Errorf("start: MemoryLimit is %d bytes; 0 leaves the process's limit alone", cfg.MemoryLimit)
 	}
 	log := cfg.logger
 	if log == nil {
@@ -116,14 +134,29 @@ func Start(cfg *Config) (*Node, error) {
 		NoMDNS:   cfg.NoMDNS,
 		Logger:   log,
 	}
+	restore := setMemoryLimit(cfg.MemoryLimit)
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := daemon.Start(ctx, dcfg)
 	if err != nil {
 		cancel()
+		if restore != nil {
+			restore()
+		}
 		return nil, fmt.Errorf("start: %w", err)
 	}
 	rt := d.InProcess()
-	return &Node{d: d, rt: rt, c: client.NewTransport(rt), log: log, ctx: ctx, cancel: cancel}, nil
+	return &Node{d: d, rt: rt, c: client.NewTransport(rt), log: log, ctx: ctx, cancel: cancel, restoreLimit: restore}, nil
+}
+
+// setMemoryLimit sets the Go runtime's memory limit to limit bytes and
+// returns a function that restores the one before, or does nothing and
+// returns nil if limit is 0.
+func setMemoryLimit(limit int64) (restore func()) {
+	if limit == 0 {
+		return nil
+	}
+	prev := debug.SetMemoryLimit(limit)
+	return func() { debug.SetMemoryLimit(prev) }
 }
 
 // levelOff is above every level slog emits.
@@ -171,6 +204,9 @@ func (n *Node) Stop() error {
 	}
 	n.c.Close()
 	n.stopErr = n.d.Close()
+	if n.restoreLimit != nil {
+		n.restoreLimit()
+	}
 	return n.stopErr
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -360,5 +361,48 @@ func TestLongDataDir(t *testing.T) {
 	}
 	if _, err := os.Stat(daemon.DefaultSocket(dir)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("an embedded node made a socket: %v", err)
+	}
+}
+
+// TestMemoryLimit: Config.MemoryLimit sets the process's Go memory limit
+// while the node runs and Stop puts back the one before; 0 leaves it alone.
+func TestMemoryLimit(t *testing.T) {
+	limit := func() int64 { return debug.SetMemoryLimit(-1) } // -1 reads it
+	before := limit()
+	tests := []struct {
+		name    string
+		set     int64
+		running int64
+	}{
+		{"unset", 0, before},
+		{"set", 48 << 20, 48 << 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := NewConfig(t.TempDir())
+			cfg.Listen, cfg.NoMDNS, cfg.LogLevel = "/ip4/127.0.0.1/tcp/0", true, "off"
+			cfg.MemoryLimit = tt.set
+			n, err := Start(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := limit(); got != tt.running {
+				t.Errorf("memory limit while the node runs: %d, want %d", got, tt.running)
+			}
+			if err := n.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if got := limit(); got != before {
+				t.Errorf("memory limit after Stop: %d, want %d as before", got, before)
+			}
+		})
+	}
+	cfg := NewConfig(t.TempDir())
+	cfg.MemoryLimit = -1
+	if _, err := Start(cfg); err == nil || !strings.Contains(err.Error(), "MemoryLimit") {
+		t.Fatalf("Start with a negative MemoryLimit = %v", err)
+	}
+	if got := limit(); got != before {
+		t.Errorf("memory limit after a failed Start: %d, want %d", got, before)
 	}
 }

@@ -42,7 +42,7 @@ func TestCABI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, fn := range []string{"danyue_start", "danyue_start_opts", "danyue_stop", "danyue_api_address", "danyue_api_token", "danyue_last_error", "danyue_free"} {
+	for _, fn := range []string{"danyue_start", "danyue_start_opts", "danyue_stop", "danyue_api_address", "danyue_api_token", "danyue_last_error", "danyue_free", "danyue_set_memory_limit"} {
 		if !strings.Contains(string(h), fn+"(") {
 			t.Errorf("libdanyue.h declares no %s", fn)
 		}
@@ -60,6 +60,7 @@ func TestCABI(t *testing.T) {
 		`^bad start: -1 danyue_start: data_dir is NULL$`,
 		`^bad listen: -1 True$`,
 		`^unknown handle: None no node 99$`,
+		`^memory limit: 67108864 67108864$`,
 		`^handle: [1-9][0-9]*$`,
 		`^address: 127\.0\.0\.1:[1-9][0-9]*$`,
 		`^token length: 64$`,

@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
@@ -61,6 +62,17 @@ func goString(s *C.char) string {
 		return ""
 	}
 	return C.GoString(s)
+}
+
+// danyue_set_memory_limit is mobile.Config.MemoryLimit for a C caller, who
+// owns the process and so its policy: process-wide, it stays until changed.
+//
+//export danyue_set_memory_limit
+func danyue_set_memory_limit(bytes C.longlong) C.longlong {
+	if bytes <= 0 {
+		return C.longlong(debug.SetMemoryLimit(-1)) // -1 reads it
+	}
+	return C.longlong(debug.SetMemoryLimit(int64(bytes)))
 }
 
 //export danyue_stop

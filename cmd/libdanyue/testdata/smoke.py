@@ -33,6 +33,8 @@ def main():
     lib.danyue_last_error.restype = ctypes.c_void_p
     lib.danyue_free.argtypes = [ctypes.c_void_p]
     lib.danyue_free.restype = None
+    lib.danyue_set_memory_limit.argtypes = [ctypes.c_longlong]
+    lib.danyue_set_memory_limit.restype = ctypes.c_longlong
 
     def take(ptr):
         if not ptr:
@@ -46,6 +48,10 @@ def main():
     bad = lib.danyue_start_opts(data_dir.encode(), None, None, b"not-a-multiaddr", None, 1)
     print("bad listen:", bad, "multiaddr" in take(lib.danyue_last_error()))
     print("unknown handle:", take(lib.danyue_api_address(99)), take(lib.danyue_last_error()))
+
+    # The app's memory policy: set, read back, unchanged by 0.
+    lib.danyue_set_memory_limit(64 << 20)
+    print("memory limit:", lib.danyue_set_memory_limit(0), lib.danyue_set_memory_limit(-1))
 
     # Loopback only and no LAN discovery: a test talks to nothing else.
     h = lib.danyue_start_opts(data_dir.encode(), b"smoke", b"127.0.0.1:0", b"/ip4/127.0.0.1/tcp/0", None, 1)
