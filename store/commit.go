@@ -178,6 +178,13 @@ func (g *group) commit() {
 		return
 	}
 	g.written = append(g.written, g.inTxn...)
+	var n int
+	for _, r := range g.inTxn {
+		for _, w := range r.writes {
+			n += len(w.key) + len(w.val)
+		}
+	}
+	g.s.written.Add(int64(n))
 	g.inTxn = nil
 	g.s.snaps.publish(g.db)
 }

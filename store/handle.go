@@ -13,14 +13,13 @@ import (
 // turns off), so an idle store closes it: every use of the database holds a
 // reference (acquire/release), and when the last one is released a timer
 // of Options.IdleClose starts; if it fires with no user, the database is
-// closed, and the next acquire reopens it. The directory lock, the epoch,
-// LastSeq, the clock high-water mark and Watch stay in memory throughout.
+// closed, and the next acquire reopens it. The directory lock, the epoch, LastSeq, the
+// clock high-water mark and Watch stay in memory throughout.
 //
-// Compaction is badger's own, leveled (options.go): its compactor
-// goroutines tick while the database is open and stop when it closes. An
-// idle close that would leave level 0 at its threshold waits for them
-// (maxIdleDefer at most), so that level 0 does not grow by a table
-// with every idle close.
+// Compaction is badger's own, leveled, but its compactors run only through
+// a burst of writes (compact.go): the database opens without them, the
+// writer reopens it with them once a memtable flush reaches level 0, and
+// it is closed once the burst is over and they have caught up.
 
 // acquire returns the open database, reopening it if it was closed for
 // idleness. Every successful acquire must be paired with a release.
@@ -32,6 +31,9 @@ import (
 func (s *Store) acquire() (*badger.DB, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for s.reopening && !s.closed {
+		s.idle.Wait()
+	}
 	if s.closed {
 		return nil, fmt.Errorf("store %s: %w", s.dir, ErrClosed)
 	}
@@ -42,51 +44,34 @@ func (s *Store) acquire() (*badger.DB, error) {
 		return nil, s.damage
 	}
 	if s.db == nil {
-		start := time.Now()
-		db, err := s.openDB()
-		if errors.Is(err, ErrCorrupt) {
-			s.damage = err
-		}
-		if err != nil {
-			s.armIdleLocked()
+		if err := s.openLocked(false); err != nil {
 			return nil, err
 		}
-		s.db = db
-		s.opens++
-		s.log.Debug("store reopened", "dir", s.dir, "took", time.Since(start))
 	}
 	s.users++
 	return s.db, nil
 }
 
-// acquireWrite is acquire for the writer, which then also waits, for at
-// most admitWait, while level 0 is deeper than admitL0 tables: compaction
-// is behind, and badger would soon stall the commit itself once it has
-// taken its commit timestamp, and every read waits for every commit that
-// has one (badger's read timestamp waits for them), so a flood would stall
-// every GET with it. Waiting here, before the group has a timestamp, keeps
-// reads going while the writer, and through it the sync stream and its
-// sender, slows down to what compaction sustains.
-func (s *Store) acquireWrite() (*badger.DB, error) {
-	db, err := s.acquire()
+// openLocked opens the database, with badger's compactors if compactors is
+// set.
+func (s *Store) openLocked(compactors bool) error {
+	start := time.Now()
+	db, err := s.openDB(compactors)
+	if errors.Is(err, ErrCorrupt) {
+		s.damage = err
+	}
 	if err != nil {
-		return nil, err
+		s.armIdleLocked()
+		return err
 	}
-	deadline := time.Now().Add(admitWait)
-	for s.behind(db) && time.Now().Before(deadline) {
-		time.Sleep(admitPoll)
+	s.db, s.compactors = db, compactors
+	s.opens++
+	if compactors {
+		s.armSettleLocked()
 	}
-	return db, nil
+	s.log.Debug("store reopened", "dir", s.dir, "compactors", compactors, "took", time.Since(start))
+	return nil
 }
-
-// behind reports whether badger is behind the writer: level 0 is deeper
-// than admitL0 tables.
-func (s *Store) behind(db *badger.DB) bool {
-	return l0Tables(db) >= s.opt.admitL0()
-}
-
-// closeDB closes db.
-func (s *Store) closeDB(db *badger.DB) error { return db.Close() }
 
 func (s *Store) release() {
 	s.mu.Lock()
@@ -98,9 +83,10 @@ func (s *Store) release() {
 	}
 }
 
-// armIdleLocked starts the idle timer if nothing uses the database.
+// armIdleLocked starts the idle timer if nothing uses the database. A
+// database with compactors has the settle timer instead (compact.go).
 func (s *Store) armIdleLocked() {
-	if s.opt.IdleClose < 0 || s.closed || s.users > 0 || s.db == nil {
+	if s.opt.IdleClose < 0 || s.closed || s.users > 0 || s.db == nil || s.compactors {
 		return
 	}
 	if s.timer == nil {
@@ -110,35 +96,15 @@ func (s *Store) armIdleLocked() {
 	s.timer.Reset(s.opt.IdleClose)
 }
 
-// maxIdleDefer bounds how long closeIdle waits for level 0 to be
-// compacted: if compaction cannot make progress (a full disk), the store
-// still goes idle.
-const maxIdleDefer = 5 * time.Minute
-
-// closeIdle closes the database if it is still unused and level 0 needs
-// no compaction (or has waited maxIdleDefer for it).
+// closeIdle closes the database if it is still unused.
 func (s *Store) closeIdle() {
 	s.mu.Lock()
-	if s.closed || s.users > 0 || s.db == nil {
+	if s.closed || s.users > 0 || s.db == nil || s.compactors {
 		s.mu.Unlock()
 		return
 	}
-	if l0Full(s.db) {
-		if s.deferredAt.IsZero() {
-			s.deferredAt = time.Now()
-		}
-		if time.Since(s.deferredAt) < maxIdleDefer {
-			s.armIdleLocked()
-			s.mu.Unlock()
-			return
-		}
-	}
-	s.deferredAt = time.Time{}
 	start := time.Now()
-	db := s.db
-	s.db = nil
-	s.snaps.drop()
-	err := s.closeDB(db)
+	err := s.closeLocked()
 	s.mu.Unlock()
 	if err != nil {
 		// Every acknowledged write was synced before it was acknowledged,
@@ -149,25 +115,13 @@ func (s *Store) closeIdle() {
 	s.log.Debug("store closed while idle", "dir", s.dir, "took", time.Since(start))
 }
 
-// l0Full reports whether level 0 holds as many tables as start a
-// compaction (badger's compactor 0 always takes level 0 then).
-func l0Full(db *badger.DB) bool {
-	levels := db.Levels()
-	return len(levels) > 0 && levels[0].Score >= 1
+// closeLocked closes the open database, which nothing uses.
+func (s *Store) closeLocked() error {
+	db := s.db
+	s.db, s.compactors = nil, false
+	s.snaps.drop()
+	return s.closeDB(db)
 }
 
-// compacted reports whether level 0 needs no compaction, or the database
-// is closed. For tests.
-func (s *Store) compacted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.db == nil || !l0Full(s.db)
-}
-
-func l0Tables(db *badger.DB) int {
-	levels := db.Levels()
-	if len(levels) == 0 {
-		return 0
-	}
-	return levels[0].NumTables
-}
+// closeDB closes db.
+func (s *Store) closeDB(db *badger.DB) error { return db.Close() }

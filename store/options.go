@@ -36,6 +36,7 @@ type Options struct {
 
 	// Unexported knobs for tests.
 	l0Compact int                 // L0 tables that trigger a compaction; 0: defaultL0Compact
+	memTable  int64               // memtable size; 0: memTableSize
 	freeSpace func(string) uint64 // free bytes on the device of a directory; nil: the OS's (sys.go)
 	syncErr   func() error        // if set, called before every sync; an error fails it
 }
@@ -52,86 +53,71 @@ const (
 	defaultL0Compact = 10
 )
 
-// Badger tuning for a small background process. Records are a few hundred
-// bytes and a library of 100,000 books is about 25 MB, so:
+// Badger tuning for a small background process whose records are a few
+// hundred bytes. What a burst of writes holds lives in the Go heap (the
+// memtable arenas and the table builders: anonymous memory, what a phone
+// kills a process for), while the tables are read through memory maps that
+// the page cache holds and the kernel reclaims; so each choice below trades
+// the heap a burst holds against how fast the burst goes in:
 //
-//   - 4 MB memtables, NumMemtables 1: besides the memtable being written
-//     and the one its single flusher is writing out, badger queues up to
-//     NumMemtables full ones, so a burst holds up to three arenas of 5.2 MB,
-//     each a fresh allocation in the Go heap; badger's default of five
-//     64 MB ones would dominate the footprint. With two queued, a device
-//     joining 100,000 books from two others peaked at 41.6-42.8 MB instead
-//     of 39.7-40.9 and bulk writes at 37.6-44.9 MB instead of 37.2-39.4
-//     (TestMeasureScale, four alternating runs each); what two bought was
-//     speed: joins of 2.6-2.7 s in three of the four runs against 3.0-3.5,
-//     and a flood of a million records going in at 16,100 records a
-//     second instead of 14,500 (testnet/cmd/flood, one run each, peaking
-//     at 96 MB instead of 88). None queued (0) makes the queue an
-//     unbuffered channel, which badger's writer only tries once each time
-//     the flusher wakes it, so it could wait for ever.
-//   - every value stays in the LSM tree (ValueThreshold above the largest
-//     record, crdt.MaxEncodedSize); the value log stays empty, needs no GC and
-//     its files are small.
-//   - no compression, no block or index cache: blocks are read straight from
-//     the memory-mapped tables, which the page cache already caches, and each
-//     ristretto cache would add a goroutine waking every 2.5 s.
-//   - 512 KB tables on every level (TableSizeMultiplier 1): each of the
-//     two compactors keeps up to a dozen tables in flight while they are
-//     written out, each in a buffer of twice the table size, so badger's
-//     growing sizes (8 MB tables on the last level of a store of a million
-//     records) put 100 MB in builders alone. 1 MB tables, for half the
-//     files (a store of a million records has about 550 tables, each an
-//     open file), put 40 MB more in the heap during a flood while badger
-//     pooled its builders; without the pool a flood peaked
-//     no higher with them (79-81 MB against 82-89, testnet/cmd/flood), but
-//     a restart at 100,000 books peaked at 61 and 44 MB against 28-33
-//     (TestMeasurePhases, two runs; the first mapped 19 MB of tables).
-//     Smaller tables gain
-//     nothing: badger allocates a 3 MB buffer for the index of every table
-//     it writes, whatever its size, which is a third of all the daemon
-//     allocates during a flood at 512 KB (2.3 GB of 7.2 GB for 400,000
-//     records), and 256 KB tables measured no lower.
-//   - badger's own leveled compaction, with its minimum of two compactor
-//     goroutines, and small levels: a base level of 4 MB and each level 5
-//     times the one above. A compaction of level 0 merges every level-0
-//     table with the whole base level (book keys are hashes, so every table
-//     spans the whole key range), and a compaction below it one table with
-//     the 5 or 6 it overlaps below; so no compaction touches more than a
-//     few tens of MB, whatever the size of the store, and each byte is
-//     rewritten about as often as with badger's defaults. (Compacting the
-//     whole tree into one level whenever level 0 filled up, as the store
-//     did before, rewrote the whole store every 20 MB written: a flood of a
-//     million records slowed down as the store grew and every read stalled
-//     behind it.) The compactors tick every 50 ms, but only while the
-//     database is open: the idle close stops them.
-//   - level 0 compacted when it holds 10 tables (defaultL0Compact), not
-//     badger's 5: each compaction of it merges twice as many flushed
-//     memtables into the base level, so the base level is rewritten, and
-//     its builders held, half as often. A device joining 100,000 books
-//     from one other peaked at 36.9-39.5 MB (17 runs) instead of 35.3-41.6
-//     (17 runs, 3 of them above 40), in a median of 2.8 s instead of 3.1
-//     (36.6-39.3 against 37.1-46.5, 13 and 23 runs, in a build that
-//     sampled its memory). Bulk API writes (35.0-36.2 MB against
-//     35.4-36.0) and 64 reader apps (4,790-6,747 operations a second, p99
-//     30-44 ms, against 4,671-6,528 and 29-45 ms) measured the same. A
-//     million books joined at 60.1-74.3 MB against 58.6-77.5 (five runs
-//     each), in 60-65 s against 63-69. A flood of a million records
-//     (testnet/cmd/flood) went in at 19,200 records a second instead of
-//     15,600 and peaked at 86-89 MB instead of 74-77 (two runs each), its
-//     larger level-0 compactions holding more builders at once. All
-//     alternating the builds on a 2-core machine. A point read consults
-//     the bloom filters of up to 10 more tables, and an iterator seeks in
-//     them.
-//   - level 0 compacted into the base level on close (CompactL0OnClose),
+//   - Small memtables, NumMemtables 1. A burst holds the memtable being
+//     written, up to NumMemtables full ones waiting for the single flusher
+//     and the one it is writing out, each an arena allocated whole. Larger
+//     or more memtables take a burst in with fewer flushes and fewer
+//     level-0 tables and hold that much more heap for as long as it lasts;
+//     badger's defaults would dominate the process. None waiting (0) is not
+//     an option: the queue becomes an unbuffered channel, which badger's
+//     writer tries once each time the flusher wakes it, so it could wait for
+//     ever.
+//   - Every value in the LSM tree (ValueThreshold above the largest record,
+//     crdt.MaxEncodedSize): the value log stays empty, needs no GC and its
+//     files stay small.
+//   - No compression and no block or index cache: blocks are read straight
+//     from the mapped tables, which the page cache already holds; a cache
+//     would keep a second copy in the heap and add a goroutine that wakes
+//     every few seconds.
+//   - Small tables on every level (TableSizeMultiplier 1). A table is built
+//     in a buffer of about twice its size and the compactors keep several
+//     in flight, so badger's growing sizes on the deep levels of a large
+//     store would put most of the heap in builders. Smaller tables mean more
+//     files, each an open file and a mapping, and save little heap below
+//     this size: badger allocates an index buffer for every table it
+//     writes, whatever its size.
+//   - Leveled compaction with small levels (a base level of baseLevelSize,
+//     each level levelSizeMultiplier times the one above). A compaction of
+//     level 0 merges every level-0 table with the base level (book keys are
+//     hashes, so every table spans the whole key range), and one below it
+//     merges a table with the few it overlaps below: no compaction touches
+//     more than a few tens of MB however large the store, and each byte is
+//     rewritten about as often as with badger's defaults. Compacting the
+//     whole tree into one level (db.Flatten) whenever level 0 fills would
+//     need no compactor goroutines, but it rewrites the whole store each
+//     time, so a large store takes writes ever more slowly as it grows, and
+//     reads stall behind it.
+//   - The compactors run only through a burst (compact.go): the database
+//     opens with none (NumCompactors 0) and the writer reopens it with
+//     numCompactors, badger's minimum of two, once level 0 holds l0Reopen
+//     tables. Each compactor wakes every 50 ms while the database is open,
+//     idle or not, and no option sets the period, so running them always
+//     would keep a reader's device awake for as long as the store stays open
+//     after each page turn. The cost is a reopen at the start of each burst,
+//     during which reads wait (the close compacts level 0 into the base
+//     level first), and one after it.
+//   - Level 0 compacted at defaultL0Compact tables rather than badger's 5:
+//     each compaction of level 0 merges that many flushed memtables into the
+//     base level, so the base level is rewritten, and its builders held,
+//     less often, and larger compactions hold more builders at once; a
+//     point read consults the bloom filter of every level-0 table.
+//   - Level 0 compacted into the base level on close (CompactL0OnClose),
 //     which flushes the memtable first: deleted keys and the versions they
 //     shadow are dropped when nothing lies below, so the space a purge
 //     (purge.go) frees is on disk again after the next close (the idle
 //     close or a shutdown) rather than whenever level 0 next fills up,
 //     which a small library may take months to do. It is bounded like any
-//     level-0 compaction: closeIdle waits until level 0 is not full.
-//   - no conflict detection: one goroutine writes.
-//   - no metrics.
-//   - block checksums verified on every read (OnBlockRead), so a damaged
+//     level-0 compaction: a database with compactors is closed only once
+//     they have caught up (closeIdle).
+//   - No conflict detection: one goroutine writes. No metrics.
+//   - Block checksums verified on every read (OnBlockRead), so a damaged
 //     block fails a point read instead of returning garbage. Not at open
 //     (OnTableRead, OnTableAndBlockRead): in v4.9.6 Table.VerifyChecksum
 //     dereferences a nil block when a block fails to read, crashing the
@@ -161,6 +147,20 @@ const (
 	admitWait = 2 * time.Second
 )
 
+// Compactors (compact.go): the writer reopens the database with them once
+// level 0 holds l0Reopen tables; every settleClose, a database with them is
+// closed if the writer committed less than a quietShare of a memtable since
+// the last check and they have caught up.
+const (
+	l0Reopen    = 1
+	settleClose = 2 * time.Second
+	quietShare  = 16
+)
+
+// quietBytes is what the writer commits in settleClose, at most, once a
+// burst is over.
+func (o Options) quietBytes() int64 { return o.memTable / quietShare }
+
 func (o Options) admitL0() int { return 2 * o.l0Compact }
 
 func (o Options) withDefaults() Options {
@@ -179,6 +179,9 @@ func (o Options) withDefaults() Options {
 	if o.l0Compact <= 0 {
 		o.l0Compact = defaultL0Compact
 	}
+	if o.memTable <= 0 {
+		o.memTable = memTableSize
+	}
 	if o.freeSpace == nil {
 		o.freeSpace = freeSpace
 	}
@@ -191,7 +194,7 @@ func (o Options) badger(dir string) badger.Options {
 	b.SyncWrites = false // Apply syncs once per group commit
 	b.DetectConflicts = false
 	b.MetricsEnabled = false
-	b.MemTableSize = memTableSize
+	b.MemTableSize = o.memTable
 	b.NumMemtables = numMemtables
 	b.ValueThreshold = valueThreshold
 	b.ValueLogFileSize = valueLogFileSize
@@ -202,7 +205,7 @@ func (o Options) badger(dir string) badger.Options {
 	b.Compression = options.None
 	b.BlockCacheSize = 0
 	b.IndexCacheSize = 0
-	b.NumCompactors = numCompactors
+	b.NumCompactors = 0 // until a burst needs them (compact.go)
 	b.NumLevelZeroTables = o.l0Compact
 	b.NumLevelZeroTablesStall = max(levelZeroStall, 2*o.l0Compact)
 	b.CompactL0OnClose = true

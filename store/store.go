@@ -54,12 +54,16 @@ type Store struct {
 	idle       *sync.Cond // signalled when users drops to 0
 	db         *badger.DB
 	users      int
+	compactors bool        // db runs badger's compactors (compact.go)
+	reopening  bool        // the writer waits to reopen db; acquire waits for it
+	settle     *time.Timer // while db runs compactors (compact.go)
+	settledAt  int64       // written at the last settle check
 	timer      *time.Timer
 	closed     bool
 	opens      int                 // badger opens so far, for tests
 	verified   map[tableCheck]bool // tables checked before badger opened them (damage.go)
 	damage     error               // ErrCorrupt from a reopen; every later use fails with it (handle.go)
-	deferredAt time.Time           // when closeIdle first put off closing for level 0 (handle.go)
+	deferredAt time.Time           // when settleCheck first put off closing for the compactors (compact.go)
 	snaps      snapshots           // the read snapshot of the open handle (snapshot.go)
 
 	// The write queue and the writer goroutine (commit.go).
@@ -87,6 +91,7 @@ type Store struct {
 	lastMem  string // the newest memtable WAL a sync has seen
 
 	syncs, synced atomic.Int64 // syncs started, batches made durable
+	written       atomic.Int64 // bytes of keys and values committed so far
 }
 
 // Open opens the store in dir, creating dir (private to this user) and a
@@ -129,7 +134,7 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	start := time.Now()
-	db, err := s.openDB()
+	db, err := s.openDB(false)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +203,9 @@ func (s *Store) lockDir() error {
 	return nil
 }
 
-// openDB opens badger, mapping its errors to the store's.
-func (s *Store) openDB() (db *badger.DB, err error) {
+// openDB opens badger, with its compactors if compactors is set
+// (compact.go), mapping its errors to the store's.
+func (s *Store) openDB(compactors bool) (db *badger.DB, err error) {
 	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
 		return nil, ioErr(s.dir, "create the database directory", err)
 	}
@@ -211,7 +217,11 @@ func (s *Store) openDB() (db *badger.DB, err error) {
 			db, err = nil, corruptf(s.dir, "opening the database failed: %v", v)
 		}
 	}()
-	db, err = badger.Open(s.opt.badger(s.dbDir))
+	opt := s.opt.badger(s.dbDir)
+	if compactors {
+		opt.NumCompactors = numCompactors
+	}
+	db, err = badger.Open(opt)
 	switch {
 	case err == nil:
 		return db, nil
@@ -243,6 +253,9 @@ func (s *Store) Close() error {
 	s.closed = true
 	if s.timer != nil {
 		s.timer.Stop()
+	}
+	if s.settle != nil {
+		s.settle.Stop()
 	}
 	for s.users > 0 {
 		s.idle.Wait()
