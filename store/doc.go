@@ -117,12 +117,18 @@
 //     (runtime/debug.SetMemoryLimit), which the daemon's command does and an
 //     embedding app may (package mobile's Config.MemoryLimit).
 //
-// While open, badger keeps timers (a 2-second allocator pool ticker, two
-// 1-minute tickers and the compactors' 50 ms tickers) that no option
-// removes, so after Options.IdleClose with nothing to do and level 0
-// compacted, the store closes the database, keeping its directory lock and
-// what it answers from memory, and reopens it on the next call: an idle
-// daemon has no timers from the store at all.
+// # Wakeups
+//
+// badger's compactors each wake every 50 ms while the database is open,
+// busy or not, so they run only through a burst of writes: the database
+// opens without them, the writer reopens it with them when a memtable
+// flush reaches level 0, and a settle check closes it once the burst is
+// over and they have caught up (compact.go). badger keeps other timers
+// while open (a 2-second allocator pool ticker, two 1-minute tickers) that
+// no option removes, so after Options.IdleClose with nothing to do the
+// store closes the database, keeping its directory lock and what it
+// answers from memory, and reopens it on the next call: an idle daemon has
+// no timers from the store at all.
 //
 // # Errors
 //
