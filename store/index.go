@@ -205,11 +205,10 @@ func (p *plan) index(r *rec) {
 // indexes.
 const indexSchema = 2
 
-// ensureIndex builds the book indexes of a store written before they
-// existed (schema 1), once, before the store serves anything, and then
-// records the new schema version. An interrupted build starts over at the
-// next open.
-func (s *Store) ensureIndex(db *badger.DB) error {
+// indexStale reports whether the store was written before the book
+// indexes existed (schema 1), so that buildIndex must build them before
+// the store serves anything.
+func (s *Store) indexStale(db *badger.DB) (bool, error) {
 	var v uint32
 	err := db.View(func(txn *badger.Txn) error {
 		b, err := getValue(txn, keySchema)
@@ -219,14 +218,44 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 		return err
 	})
 	if err != nil {
-		return ioErr(s.dir, "read the schema version", err)
+		return false, ioErr(s.dir, "read the schema version", err)
 	}
-	if v >= indexSchema {
-		return nil
-	}
+	return v < indexSchema, nil
+}
+
+// buildIndex builds the book indexes of a store written before they
+// existed, once, and then records the new schema version. An interrupted
+// build starts over at the next open.
+func (s *Store) buildIndex(db *badger.DB) error {
 	start := time.Now()
+	if err := s.clearPartialIndex(db); err != nil {
+		return err
+	}
+	n, err := s.writeIndex(db)
+	if errors.Is(err, ErrCorrupt) {
+		return err
+	}
+	if err == nil {
+		err = db.Update(func(txn *badger.Txn) error {
+			return txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
+		})
+	}
+	if err == nil {
+		err = s.syncWAL(db)
+	}
+	if err != nil {
+		return ioErr(s.dir, "build the book index", err)
+	}
+	s.log.Info("built the book index", "dir", s.dir, "books", n, "schema", SchemaVersion, "took", time.Since(start))
+	return nil
+}
+
+// clearPartialIndex drops what an interrupted build left. DropPrefix
+// rewrites every table whose key range covers the prefix, which costs
+// memory and time: only a build that was interrupted needs it.
+func (s *Store) clearPartialIndex(db *badger.DB) error {
 	var partial bool
-	err = db.View(func(txn *badger.Txn) error {
+	err := db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pOrder}})
 		defer it.Close()
 		it.Rewind()
@@ -236,17 +265,18 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 	if err != nil {
 		return ioErr(s.dir, "read the book index", err)
 	}
-	// DropPrefix rewrites every table whose key range covers the prefix,
-	// which costs memory and time: only a build that was interrupted needs
-	// it.
 	if partial {
 		if err := db.DropPrefix([]byte{pOrder}); err != nil {
 			return ioErr(s.dir, "clear a partial book index", err)
 		}
 	}
-	// Written a chunk at a time, one transaction after the other: a
-	// WriteBatch commits many at once and holds them all in memory.
-	n := 0
+	return nil
+}
+
+// writeIndex writes the index keys of every book and returns how many
+// books it indexed. It writes a chunk at a time, one transaction after the
+// other: a WriteBatch commits many at once and holds them all in memory.
+func (s *Store) writeIndex(db *badger.DB) (n int, err error) {
 	var keys [][]byte
 	flush := func() error {
 		err := db.Update(func(txn *badger.Txn) error {
@@ -285,25 +315,10 @@ func (s *Store) ensureIndex(db *badger.DB) error {
 		}
 		return nil
 	})
-	if errors.Is(err, ErrCorrupt) {
-		return err
-	}
 	if err == nil {
 		err = flush()
 	}
-	if err == nil {
-		err = db.Update(func(txn *badger.Txn) error {
-			return txn.Set(keySchema, binary.BigEndian.AppendUint32(nil, SchemaVersion))
-		})
-	}
-	if err == nil {
-		err = s.syncWAL(db)
-	}
-	if err != nil {
-		return ioErr(s.dir, "build the book index", err)
-	}
-	s.log.Info("built the book index", "dir", s.dir, "books", n, "schema", SchemaVersion, "took", time.Since(start))
-	return nil
+	return n, err
 }
 
 // ensureDeletedCount counts the deleted books of a store written before

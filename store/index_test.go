@@ -334,7 +334,11 @@ func testIndexBuilt(t *testing.T, partial bool) {
 	}
 	db.Close()
 
-	s = open(t, dir, Options{})
+	// Kept open, so that it is still the database the build ran in.
+	s = open(t, dir, Options{IdleClose: -1})
+	if _, n, _ := s.dbState(); n != numCompactors {
+		t.Errorf("the book index was built with %d compactors, want %d: a large build would fill level 0 with nothing to drain it", n, numCompactors)
+	}
 	for _, o := range orders {
 		got := walk(t, s, PageQuery{Order: o, Deleted: true, Limit: 50})
 		if !slices.EqualFunc(got, want[o], bytes.Equal) {

@@ -134,38 +134,63 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 		return nil, err
 	}
 	start := time.Now()
-	db, err := s.openDB(false)
+	db, compactors, err := s.openPrepared()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.loadMeta(db); err != nil {
-		s.closeDB(db)
-		return nil, err
-	}
-	if err := s.checkAcked(db); err != nil {
-		s.closeDB(db)
-		return nil, err
-	}
-	if err := s.ensureIndex(db); err != nil {
-		s.closeDB(db)
-		return nil, err
-	}
-	if err := s.ensureDeletedCount(db); err != nil {
-		s.closeDB(db)
-		return nil, ioErr(s.dir, "count the deleted books", err)
-	}
-	if s.wresidues, err = holdsResidues(db); err != nil {
-		s.closeDB(db)
-		return nil, ioErr(s.dir, "look for residues", err)
-	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
-	s.db, s.opens, ok = db, 1, true
+	s.db, s.compactors, s.opens, ok = db, compactors, 1, true
 	s.wseq, s.whw = s.lastSeq, s.hw
 	go s.writer()
 	s.mu.Lock()
+	if compactors {
+		s.armSettleLocked()
+	}
 	s.armIdleLocked()
 	s.mu.Unlock()
 	return s, nil
+}
+
+// openPrepared opens the database and brings it up to date: its meta
+// records, the acknowledged journal, the book indexes and the deleted
+// count. It opens it without compactors (compact.go) unless the book
+// indexes are to be built, a burst of writes that would fill level 0.
+func (s *Store) openPrepared() (db *badger.DB, compactors bool, err error) {
+	if db, err = s.openDB(false); err != nil {
+		return nil, false, err
+	}
+	fail := func(err error) (*badger.DB, bool, error) {
+		s.closeDB(db)
+		return nil, false, err
+	}
+	if err := s.loadMeta(db); err != nil {
+		return fail(err)
+	}
+	if err := s.checkAcked(db); err != nil {
+		return fail(err)
+	}
+	stale, err := s.indexStale(db)
+	if err != nil {
+		return fail(err)
+	}
+	if stale {
+		if err := s.closeDB(db); err != nil {
+			return nil, false, ioErr(s.dir, "close the database to build the book index", err)
+		}
+		if db, err = s.openDB(true); err != nil {
+			return nil, false, err
+		}
+		if err := s.buildIndex(db); err != nil {
+			return fail(err)
+		}
+	}
+	if err := s.ensureDeletedCount(db); err != nil {
+		return fail(ioErr(s.dir, "count the deleted books", err))
+	}
+	if s.wresidues, err = holdsResidues(db); err != nil {
+		return fail(ioErr(s.dir, "look for residues", err))
+	}
+	return db, stale, nil
 }
 
 // ensureDir creates the data directory, or tightens an existing one so that
