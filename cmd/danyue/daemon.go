@@ -93,6 +93,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	defer releasingAfterBursts()()
 	var runErr error
 	select {
 	case <-ctx.Done():

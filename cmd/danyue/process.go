@@ -3,7 +3,9 @@ package main
 import (
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"time"
 )
 
 // The daemon's process policy: settings of the Go runtime that are the
@@ -32,6 +34,12 @@ const daemonMemoryLimit = 28 << 20
 // holding its builders. An idle P costs nothing.
 const minProcs = 4
 
+// releaseCheck is how often the daemon looks whether a burst of work is
+// over, to hand the memory it left back to the OS (releaseAfterBursts).
+// Shorter gives the memory back sooner and wakes the idle process more
+// often.
+const releaseCheck = 10 * time.Second
+
 // setDaemonProcess applies daemonMemoryLimit and minProcs where the
 // environment does not set them, and turns heap profiling off (the daemon
 // serves no profiles, and the runtime never frees the record of each
@@ -56,4 +64,72 @@ func setDaemonProcess(e *env) (restore func()) {
 			f()
 		}
 	}
+}
+
+// releasingAfterBursts runs releaseAfterBursts until the function it
+// returns is called, which waits for it to end.
+func releasingAfterBursts() (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		releaseAfterBursts(quit)
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
+}
+
+// releaseAfterBursts hands the heap's free memory back to the OS
+// (debug.FreeOSMemory) once a burst of work is over, until stop is closed.
+// At the end of a burst most of the heap is garbage (the store closes the
+// database it held, memtables and builders with it), but the collector
+// runs only as the heap grows again, or every two minutes, so the process
+// would keep that memory for as long. A burst runs the collector, so a
+// check that finds collections since the one before and none since the
+// last (burstOver) releases once: a full collection of what is left.
+func releaseAfterBursts(stop <-chan struct{}) {
+	sample := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	cycles := func() uint64 {
+		metrics.Read(sample)
+		return sample[0].Value.Uint64()
+	}
+	var w burstOver
+	w.step(cycles())
+	tick := time.NewTicker(releaseCheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if w.step(cycles()) {
+			debug.FreeOSMemory()
+			w.released(cycles())
+		}
+	}
+}
+
+// burstOver tells from the collector's cycle count, read at each check,
+// when a burst of work is over.
+type burstOver struct {
+	last uint64
+	busy bool // collections ran between the last two checks
+}
+
+// step takes the cycle count of a check and reports whether a burst ended
+// since the check before: collections ran before that check and none since.
+func (w *burstOver) step(cycles uint64) (over bool) {
+	ran := cycles != w.last
+	w.last = cycles
+	over = w.busy && !ran
+	w.busy = ran
+	return over
+}
+
+// released takes the cycle count after a release: its own collection is
+// no burst.
+func (w *burstOver) released(cycles uint64) {
+	w.last, w.busy = cycles, false
 }

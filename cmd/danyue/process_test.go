@@ -49,3 +49,37 @@ func TestDaemonProcessSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestBurstOver: a release comes at the first check without collections
+// after one with, and only then; the release's own collection (one more
+// cycle, counted from the check after it on) starts no burst.
+func TestBurstOver(t *testing.T) {
+	type check struct {
+		cycles  uint64
+		release bool
+	}
+	tests := []struct {
+		name   string
+		checks []check
+	}{
+		{"idle", []check{{0, false}, {0, false}, {0, false}}},
+		{"a burst", []check{{0, false}, {3, false}, {9, false}, {9, true}, {10, false}, {10, false}}},
+		{"one collection", []check{{0, false}, {1, false}, {1, true}, {2, false}}},
+		{"two bursts", []check{{0, false}, {2, false}, {2, true}, {5, false}, {5, true}, {6, false}}},
+		{"the start-up's collections", []check{{5, false}, {5, true}, {6, false}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w burstOver
+			for i, c := range tt.checks {
+				got := w.step(c.cycles)
+				if got != c.release {
+					t.Fatalf("check %d (count %d): release %v, want %v", i, c.cycles, got, c.release)
+				}
+				if got {
+					w.released(c.cycles + 1)
+				}
+			}
+		})
+	}
+}
