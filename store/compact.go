@@ -26,13 +26,13 @@ import (
 
 // acquireWrite is acquire for the writer. It first reopens the database
 // with compactors if level 0 has filled without them, then waits, for at
-// most admitWait, while level 0 is deeper than admitL0 tables: compaction
-// is behind, and badger would soon stall the commit itself once it has
-// taken its commit timestamp, and every read waits for every commit that
-// has one (badger's read timestamp waits for them), so a flood would stall
-// every GET with it. Waiting here, before the group has a timestamp, keeps
-// reads going while the writer, and through it the sync stream and its
-// sender, slows down to what compaction sustains.
+// most admitWait, while level 0 holds admitL0 tables or more: compaction is
+// behind, and the writer would soon fill the memtables badger can no longer
+// flush, each an arena in the heap, and then stall inside a commit. Waiting
+// before the group commits keeps a flood's heap to the memtables badger is
+// writing out, leaves the CPU to the compactors, and slows the writer, and
+// through it the sync stream and its sender, to what compaction sustains.
+// Reads do not wait for it (snapshot.go).
 func (s *Store) acquireWrite() (*badger.DB, error) {
 	db, err := s.acquire()
 	if err != nil {

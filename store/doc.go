@@ -100,11 +100,10 @@
 //
 // What a flood of writes costs is bounded three ways:
 //
-//   - Stalls. Every badger read waits for every commit that has taken its
-//     timestamp, so a commit that badger stalls (level 0 full) stalls every
-//     read. The writer instead waits before it commits while level 0 is
-//     twice its compaction threshold (Store.acquireWrite), which slows the
-//     sync stream, and through its acknowledgements the sender, to what
+//   - Stalls. When compaction falls behind (level 0 at twice its
+//     threshold), the writer waits before it commits (Store.acquireWrite)
+//     rather than fill memtables badger cannot flush, which slows the sync
+//     stream, and through its acknowledgements the sender, to what
 //     compaction sustains.
 //   - Reads. Reads share a read transaction the writer opens right after
 //     each commit (snapshot.go), so a GET waits for no commit in progress.

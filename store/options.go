@@ -138,10 +138,14 @@ const (
 )
 
 // Admission of group commits (Store.acquireWrite): a group waits while
-// level 0 holds twice the tables that start its compaction (as many as
-// make badger stall the flushes that would add more), polling every admitPoll for
-// at most admitWait, after which it goes ahead and badger's own stall
-// rules.
+// level 0 holds admitL0 tables (twice the compaction threshold, as many as
+// make badger stall the flushes that would add more), looking again every
+// admitPoll, for at most admitWait, after which it goes ahead and badger's
+// own stall rules. Without it a flood goes in at least as fast and holds
+// more heap, the memtables badger cannot flush filling up while the
+// compactors catch up. A shorter poll lets the writer on sooner and wakes
+// the process more often while compaction is behind, which only a flood
+// makes it.
 const (
 	admitPoll = 5 * time.Millisecond
 	admitWait = 2 * time.Second
