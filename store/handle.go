@@ -13,8 +13,8 @@ import (
 // turns off), so an idle store closes it: every use of the database holds a
 // reference (acquire/release), and when the last one is released a timer
 // of Options.IdleClose starts; if it fires with no user, the database is
-// closed, and the next acquire reopens it. The directory lock, the epoch, LastSeq, the
-// clock high-water mark and Watch stay in memory throughout.
+// closed, and the next acquire reopens it. The directory lock, the epoch,
+// LastSeq, the clock high-water mark and Watch stay in memory throughout.
 //
 // Compaction is badger's own, leveled, but its compactors run only through
 // a burst of writes (compact.go): the database opens without them, the

@@ -51,7 +51,7 @@ type Store struct {
 
 	// The database handle, opened on demand and closed when idle (handle.go).
 	mu         sync.Mutex
-	idle       *sync.Cond // signalled when users drops to 0
+	idle       *sync.Cond // signalled when users drops to 0, and when reopening ends
 	db         *badger.DB
 	users      int
 	compactors bool        // db runs badger's compactors (compact.go)
