@@ -65,9 +65,8 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 // It is assembled from libp2p's parts (swarm, upgrader, basic host) rather
 // than by libp2p.New, whose package links every transport it can build
 // (QUIC, WebTransport, WebRTC, WebSocket) and the dependency injection
-// that picks among them: a quarter of the binary. The kernel maps a
-// program's code in around every page that runs, so they were resident
-// without ever running, in every phase of a daemon's life.
+// that picks among them: a quarter of the binary, which a daemon that
+// speaks TCP only would carry for nothing.
 //
 // The host neither listens nor runs its services until start is called,
 // so that the caller can set its stream handlers first: a member that

@@ -22,20 +22,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	danyueBin = filepath.Join(dir, "danyue")
-	// Built as the README installs it, without cgo, so that what the
-	// measuring tests report is what an installed daemon costs.
+	// Built as the README installs it, without cgo.
 	build := exec.Command("go", "build", "-o", danyueBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
-	err = build.Run()
-	if err == nil {
-		// Written back, as an installed binary is: the daemon evicts
-		// from the page cache what it does not use of its executable
-		// (resident.EvictExecutable), which the kernel does for no dirty
-		// page.
-		err = syncFile(danyueBin)
-	}
-	if err != nil {
+	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build danyue:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -43,16 +34,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// syncFile writes the file at path back to its disk.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // cliResult is what one run of the built binary printed.
