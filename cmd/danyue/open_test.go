@@ -22,8 +22,10 @@ func TestOpenPrintsOneTimeLink(t *testing.T) {
 	if link == "" {
 		t.Fatalf("no login link in %q", res.stdout)
 	}
+	// The first use answers the login page (which hands its script the page
+	// key); a second use of the same link is refused.
 	c := http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	for i, want := range []int{http.StatusSeeOther, http.StatusForbidden} {
+	for i, want := range []int{http.StatusOK, http.StatusForbidden} {
 		resp, err := c.Get(link)
 		if err != nil {
 			t.Fatal(err)
@@ -31,6 +33,9 @@ func TestOpenPrintsOneTimeLink(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Fatalf("use %d of the link: %d, want %d", i+1, resp.StatusCode, want)
+		}
+		if opened := len(resp.Cookies()) > 0; opened != (i == 0) {
+			t.Fatalf("use %d of the link: session cookie set %v", i+1, opened)
 		}
 	}
 }
