@@ -56,25 +56,26 @@ var errUsage = errors.New("usage")
 
 // config is what a measuring session does.
 type config struct {
-	bins       []string // -bin values: PATH or NAME=PATH
-	runs       int
-	phases     []*phase
-	books      int
-	ops        int
-	samples    int
-	gap        time.Duration
-	burst      int
-	before     time.Duration
-	settle     time.Duration
-	idleAfter  time.Duration
-	idleWindow time.Duration
-	flood      int
-	timeout    time.Duration
-	work       string
-	keep       bool
-	jsonPath   string
-	env        []string // -env: KEY=VALUE for the daemons
-	verbose    bool
+	bins        []string // -bin values: PATH or NAME=PATH
+	runs        int
+	phases      []*phase
+	books       int
+	ops         int
+	samples     int
+	gap         time.Duration
+	burst       int
+	before      time.Duration
+	settle      time.Duration
+	idleAfter   time.Duration
+	idleWindow  time.Duration
+	afterWrites time.Duration
+	flood       int
+	timeout     time.Duration
+	work        string
+	keep        bool
+	jsonPath    string
+	env         []string // -env: KEY=VALUE for the daemons
+	verbose     bool
 }
 
 type multiFlag []string
@@ -99,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 30*time.Second, "window after the burst (settle)")
 	fs.DurationVar(&c.idleAfter, "idle-after", 90*time.Second, "time from the burst to the steady idle window (settle)")
 	fs.DurationVar(&c.idleWindow, "idle-window", 30*time.Second, "steady idle window (settle)")
+	fs.DurationVar(&c.afterWrites, "after-writes", 30*time.Second, "time from the end of the bulk writes to the reading of the memory the daemon still holds (write)")
 	fs.IntVar(&c.flood, "flood-records", 1_000_000, "records the member offers (flood)")
 	fs.DurationVar(&c.timeout, "timeout", 20*time.Minute, "bound on each wait (a join, a flood)")
 	fs.StringVar(&c.work, "work", "", "directory for the data dirs (default: a new temporary directory)")

@@ -55,9 +55,12 @@ var sane = map[string][2]float64{
 // run in turns, every figure present and of a sane size. It checks that the
 // command measures, not what it measures.
 func TestMeasureEveryPhase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every phase on real daemons; it runs without -short")
+	}
 	bin := buildDanyue(t)
 	args := []string{"-bin", "A=" + bin, "-bin", "B=" + bin, "-runs", "1", "-books", "300", "-ops", "400",
-		"-samples", "20", "-gap", "10ms", "-burst", "20", "-settle-before", "200ms", "-settle", "1s", "-idle-after", "2s", "-idle-window", "1s",
+		"-samples", "20", "-gap", "10ms", "-burst", "20", "-settle-before", "200ms", "-settle", "1s", "-idle-after", "2s", "-idle-window", "1s", "-after-writes", "1s",
 		"-flood-records", "400", "-timeout", "2m", "-work", t.TempDir(), "-json", filepath.Join(t.TempDir(), "r.json")}
 	cfg, err := parseFlags(args, io.Discard)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // phases are every phase, in the order the command runs them.
 var phases = []*phase{
 	{name: "write", run: runWrite, about: func(c config) string {
-		return fmt.Sprintf("bulk API writes of %d books by 16 clients", c.books)
+		return fmt.Sprintf("bulk API writes of %d books by 16 clients; then the anonymous memory %v after them", c.books, c.afterWrites)
 	}},
 	{name: "restart", run: runRestart, about: func(c config) string {
 		return fmt.Sprintf("a daemon with %d books starting: its API up, then the first page of 50; memory until 2 s after the page", c.books)
@@ -80,6 +80,12 @@ func runWrite(ctx context.Context, r *runner, b build, dir string) (*outcome, er
 	o := &outcome{}
 	o.add("writes", "/s", float64(r.cfg.books)/took.Seconds())
 	o.memory("", m)
+	// What a phone keeps paying for once the burst is over: the anonymous
+	// memory the daemon still holds after it, left alone.
+	if err := pause(ctx, r.cfg.afterWrites); err != nil {
+		return nil, err
+	}
+	o.add("anon after", "MB", float64(p.mem.end().AnonEnd)/1024)
 	if err := r.probePages(ctx, b, p); err != nil {
 		return nil, err
 	}
