@@ -49,6 +49,14 @@ type collector struct {
 	// owed: the epoch of each device a handing failed for, which gets them
 	// again with its next summary, whatever its cursors say by then.
 	handed, owed map[crdt.DeviceID]uint64
+	// purged is the UpTo of the last purge that went to the end; only the
+	// loop reads and writes it. A deleted book is collectible once its
+	// sequence number is at or below UpTo, and a book deleted or changed
+	// later gets a number past it, so until UpTo moves on there is nothing
+	// to collect, and no scan of every deleted book is worth making: with
+	// a member away for days, that scan would hold the writer after every
+	// round of writes.
+	purged uint64
 }
 
 func newCollector() collector {
@@ -188,13 +196,20 @@ func (l *Library) purge(ctx context.Context, list []crdt.Summary) {
 		}
 		return
 	}
-	books, freed := l.purgeUpTo(ctx, st)
+	if st.UpTo <= l.coll.purged {
+		return
+	}
+	books, freed, done := l.purgeUpTo(ctx, st)
+	if done {
+		l.coll.purged = st.UpTo
+	}
 	// Every book collected was counted deleted. Reading the store's counts
 	// instead would be wrong while a batch is between its commit and
 	// changed (a pull from a peer): they include it, and changed would
 	// count it again.
 	l.counts.add(0, -books)
 	l.coll.mu.Lock()
+	l.coll.stats.Scans++
 	l.coll.stats.Books += books
 	l.coll.stats.Bytes += freed
 	l.coll.mu.Unlock()
@@ -229,8 +244,8 @@ func (l *Library) stability(members []crdt.DeviceID, list []crdt.Summary) (crdt.
 }
 
 // purgeUpTo collects what st allows, in bounded batches, and returns how
-// many books and bytes that freed.
-func (l *Library) purgeUpTo(ctx context.Context, st crdt.Stability) (books int, freed int64) {
+// many books and bytes that freed, and whether it collected all st allows.
+func (l *Library) purgeUpTo(ctx context.Context, st crdt.Stability) (books int, freed int64, done bool) {
 	for ctx.Err() == nil {
 		res, err := l.store.Purge(ctx, st, 0)
 		if err != nil {
@@ -242,10 +257,10 @@ func (l *Library) purgeUpTo(ctx context.Context, st crdt.Stability) (books int, 
 		books += res.Records
 		freed += res.Bytes
 		if !res.More {
-			break
+			return books, freed, true
 		}
 	}
-	return books, freed
+	return books, freed, false
 }
 
 // Collection is how far a member holds this device's store, as the
@@ -267,6 +282,7 @@ type Collection struct {
 // opened.
 type CollectionStats struct {
 	Rounds int   // rounds of the loop run to their end
+	Scans  int   // rounds that scanned the deleted books for what to collect
 	Books  int   // deleted books collected
 	Bytes  int64 // bytes their records freed
 }

@@ -103,3 +103,37 @@ func TestCollectOnceBothHoldTheDeletes(t *testing.T) {
 		t.Errorf("the laptop's collection stats %+v, want %d books", st, n)
 	}
 }
+
+// With a member away, the deletes made since it left cannot be collected:
+// the rounds that the writes wake do not scan every deleted book again
+// while what every member holds (Stability.UpTo) stays where it was.
+func TestCollectionDoesNotRescanWhileHeldBack(t *testing.T) {
+	a, b := openLibrary(t, "laptop", quick), openLibrary(t, "phone", quick)
+	joinByCode(t, b, a)
+	ctx := ctxT(t)
+	mustDo(a.SetPosition(ctx, collectKey(0), 1, 0.1, "before"))(t)
+	poll.Until(t, "the laptop to know the phone holds its first book", 20*time.Second, func() bool {
+		c := a.Collection(b.Self())
+		return c.Summary && !c.Holding
+	})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := 1; i <= n; i++ {
+		mustDo(a.SetPosition(ctx, collectKey(i), uint64(10*i+1), 0.1, fmt.Sprintf("book %d", i)))(t)
+		mustDo(a.DeleteBook(ctx, collectKey(i)))(t)
+	}
+	before := a.CollectionStats()
+	poll.Until(t, "rounds after the deletes", 20*time.Second, func() bool {
+		mustDo(a.SetPosition(ctx, collectKey(0), uint64(a.CollectionStats().Rounds+2), 0.1, "before"))(t)
+		return a.CollectionStats().Rounds >= before.Rounds+5
+	})
+	st := a.CollectionStats()
+	if st.Books != 0 {
+		t.Fatalf("collected %d books with the phone away", st.Books)
+	}
+	if scans := st.Scans - before.Scans; scans > 1 {
+		t.Errorf("%d scans of the deleted books in %d rounds while the phone held collection back; want at most one", scans, st.Rounds-before.Rounds)
+	}
+}
