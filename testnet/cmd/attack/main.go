@@ -109,24 +109,7 @@ func main() {
 	time.Sleep(*warmup)
 	report("after warmup:")
 
-	var legit []*prober
-	if *legitUnix != "" {
-		sock := *legitUnix
-		// A new connection each, as every danyue command makes one.
-		tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", sock)
-		}}
-		legit = append(legit, &prober{name: "unix " + sock + *legitUnixPath, url: "http://danyue" + *legitUnixPath, client: &http.Client{Transport: tr, Timeout: *timeout}})
-	}
-	if *legitURL != "" {
-		d := &net.Dialer{}
-		if *legitFrom != "" {
-			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(*legitFrom)}
-		}
-		tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}
-		legit = append(legit, &prober{name: *legitURL, url: *legitURL, header: legitHeaders, client: &http.Client{Transport: tr, Timeout: *timeout}})
-	}
+	legit := probers(*legitUnix, *legitUnixPath, *legitURL, *legitFrom, legitHeaders, *timeout)
 	end := time.Now().Add(*duration)
 	var pwg sync.WaitGroup
 	for _, p := range legit {
@@ -142,6 +125,31 @@ func main() {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// probers returns the legitimate clients to time: one on the API's unix
+// socket unixSock (path unixPath), one on url from the local address
+// from; each makes a new connection per request.
+func probers(unixSock, unixPath, url, from string, header headerFlag, timeout time.Duration) []*prober {
+	var legit []*prober
+	if unixSock != "" {
+		sock := unixSock
+		// A new connection each, as every danyue command makes one.
+		tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}
+		legit = append(legit, &prober{name: "unix " + sock + unixPath, url: "http://danyue" + unixPath, client: &http.Client{Transport: tr, Timeout: timeout}})
+	}
+	if url != "" {
+		d := &net.Dialer{}
+		if from != "" {
+			d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
+		}
+		tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}
+		legit = append(legit, &prober{name: url, url: url, header: header, client: &http.Client{Transport: tr, Timeout: timeout}})
+	}
+	return legit
 }
 
 type headerFlag []string

@@ -44,10 +44,48 @@ func oracle(target, user, password, user2, password2 string, workers int, durati
 		return fmt.Errorf("the owner's sign-in was refused: give the account's real -password")
 	}
 
+	wrong, right, el := guess(guesser, authURL, user, realKey, workers, duration)
+	n := wrong.n + right.n
+	fmt.Printf("guessed at %q from 127.0.0.2 for %v, %d workers on keep-alive connections\n", user, el.Round(time.Millisecond), workers)
+	fmt.Printf("guesses answered: %d (%.0f/s), errors %d\n", n, float64(n)/el.Seconds(), wrong.errs)
+	fmt.Printf("wrong keys (%d):    %s\n", wrong.n, wrong)
+	fmt.Printf("the real key (%d): %s\n", right.n, right)
+	var told []string
+	for label := range right.answers {
+		if _, ok := wrong.answers[label]; !ok {
+			told = append(told, label)
+		}
+	}
+	if len(told) > 0 {
+		fmt.Printf("the real key is told apart: it got %s, which no wrong key got\n", strings.Join(told, ", "))
+	} else {
+		fmt.Println("the real key is not told apart: every answer it got, wrong keys got too")
+	}
+
+	if user2 != "" {
+		a, err := signIn(context.Background(), guesser, authURL, user2, md5hex(password2))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%q with its real key from the guessing address: %s\n", user2, a)
+	}
+	a, err = signIn(context.Background(), owner, authURL, user, realKey)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("the owner's device from 127.0.0.1 after the attack: %s\n", a)
+	return nil
+}
+
+// guess signs in as user from guesser's address for duration, on workers
+// keep-alive connections, with a random key each time but every 50th,
+// which is realKey; it returns the answers each kind of key got and how
+// long it guessed.
+func guess(guesser *http.Client, authURL, user, realKey string, workers int, duration time.Duration) (wrong, right *tally, el time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	var mu sync.Mutex
-	wrong, right := newTally(), newTally()
+	wrong, right = newTally(), newTally()
 	sent := 0
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -84,37 +122,7 @@ func oracle(target, user, password, user2, password2 string, workers int, durati
 		})
 	}
 	wg.Wait()
-	el := time.Since(start)
-	n := wrong.n + right.n
-	fmt.Printf("guessed at %q from 127.0.0.2 for %v, %d workers on keep-alive connections\n", user, el.Round(time.Millisecond), workers)
-	fmt.Printf("guesses answered: %d (%.0f/s), errors %d\n", n, float64(n)/el.Seconds(), wrong.errs)
-	fmt.Printf("wrong keys (%d):    %s\n", wrong.n, wrong)
-	fmt.Printf("the real key (%d): %s\n", right.n, right)
-	var told []string
-	for label := range right.answers {
-		if _, ok := wrong.answers[label]; !ok {
-			told = append(told, label)
-		}
-	}
-	if len(told) > 0 {
-		fmt.Printf("the real key is told apart: it got %s, which no wrong key got\n", strings.Join(told, ", "))
-	} else {
-		fmt.Println("the real key is not told apart: every answer it got, wrong keys got too")
-	}
-
-	if user2 != "" {
-		a, err := signIn(context.Background(), guesser, authURL, user2, md5hex(password2))
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%q with its real key from the guessing address: %s\n", user2, a)
-	}
-	a, err = signIn(context.Background(), owner, authURL, user, realKey)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("the owner's device from 127.0.0.1 after the attack: %s\n", a)
-	return nil
+	return wrong, right, time.Since(start)
 }
 
 // clientFrom returns a client whose connections come from ip, keeping up
