@@ -23,4 +23,20 @@
 // one guess the initiator made as soon as it computed its ISK, so a code is
 // spent once [Respond] has read a share, whatever it returned: an
 // [Invitation] keeps that rule (one session, a few minutes) for the inviter.
+//
+// The initiator checks Tb before it sends Ta, so a responder that does not
+// know the code (someone pretending to be the inviter) learns one thing from
+// a session: that its one guess was wrong. The initiator therefore fails such
+// a session as [ErrWrongCode] too, whichever side did not know the code.
+//
+// A responder that will not test a share (its invitation is taken or has
+// expired, or it refuses the initiator's address) answers with a refused
+// frame whose body, a CBOR map of optional fields, says why: a [Refusal]
+// (expired; used; being tested since a time; spent by a failed try from an
+// address at a time; this address refused). The initiator's error is then
+// that *Refusal, which is an [ErrRefused]; an older responder sends no body,
+// which reads as [ReasonUnknown]. The refusal is not authenticated, and names
+// only a session that already failed against the same invitation, by address
+// and time, never one that paired or still may, and only while the
+// invitation answers. [Invitation.RespondFrom] records who took the code.
 package pair

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/netip"
 	"testing"
+	"time"
 )
 
 // limitedSource fails the test if a read asks for more than the limit allows:
@@ -77,6 +79,25 @@ func FuzzReadFrame(f *testing.F) {
 		}
 		if !bytes.Equal(out, in[:len(out)]) {
 			t.Fatalf("re-encoded %x, read from %x", out, in)
+		}
+	})
+}
+
+// FuzzRefusal: a refused frame's body never panics, and what it yields is
+// bounded and printable whatever a hostile responder sends.
+func FuzzRefusal(f *testing.F) {
+	f.Add(Refusal{Reason: ReasonBurned, By: netip.MustParseAddr("192.0.2.1"), At: time.Unix(1_800_000_000, 0), Burns: 2}.encode())
+	f.Add([]byte{})
+	f.Add([]byte{0xa1, 0x00, 0x18, 0xff})                                           // reason 255
+	f.Add([]byte{0xa1, 0x02, 0x1b, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}) // a far time
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := decodeRefusal(b)
+		if r.Reason > maxReason || r.At.Year() > 9999 || (r.By.IsValid() && r.By.Is4In6()) {
+			t.Fatalf("decoded %+v", *r)
+		}
+		_ = r.Error()
+		if again := decodeRefusal(r.encode()); *again != *r {
+			t.Fatalf("round trip: %+v, then %+v", *r, *again)
 		}
 	})
 }

@@ -37,7 +37,8 @@ type Result struct {
 var ErrWrongCode = errors.New("pair: wrong code")
 
 // ErrRefused reports that the responder did not test the code at all: its
-// invitation was already used or had expired. A new code is needed.
+// invitation was already used or had expired, or it refuses this side. The
+// initiator's error is then a *Refusal, which says why.
 var ErrRefused = errors.New("pair: invitation used or expired")
 
 // StepTimeout bounds each read and write of a session when ctx has no
@@ -92,7 +93,8 @@ type session struct {
 	rand io.Reader
 	stop func() bool
 	// claim, if set, is called when the initiator's share has arrived,
-	// before it is tested: an error ends the session unanswered.
+	// before it is tested: an error ends the session with a refusal, whose
+	// reason a *refusing error gives.
 	claim func() error
 }
 
@@ -166,7 +168,7 @@ func (s *session) read(want byte) (frame, error) {
 	case frameReject:
 		return frame{}, ErrWrongCode
 	case frameRefused:
-		return frame{}, ErrRefused
+		return frame{}, decodeRefusal(f.body)
 	}
 	return frame{}, fmt.Errorf("%w: frame type %d, want %d", ErrProtocol, f.typ, want)
 }
@@ -230,7 +232,11 @@ func (s *session) respond() (*Result, error) {
 	ya, ada := f.body[:elementSize], f.body[elementSize:]
 	if s.claim != nil {
 		if err := s.claim(); err != nil {
-			_ = s.write(frameRefused, nil) // best effort, as reject
+			var body []byte
+			if rf, ok := err.(*refusing); ok {
+				body = rf.r.encode()
+			}
+			_ = s.write(frameRefused, body) // best effort, as reject
 			return nil, err
 		}
 	}
