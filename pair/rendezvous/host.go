@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -20,6 +21,12 @@ import (
 // SessionTimeout bounds one connection from accept to the end of the
 // handover, whatever the other side does.
 const SessionTimeout = time.Minute
+
+// RespondTimeout bounds the PAKE of one session at the inviter, hello
+// included: a joiner answers at once (it only computes), so this is how
+// long an initiator that sent its guess and stalls can hold the code
+// before it is burned and named.
+const RespondTimeout = 20 * time.Second
 
 // DefaultLimits cap the rendezvous listener: pairing needs one connection,
 // the rest is room for a retry and for strangers, who are evicted oldest
@@ -52,12 +59,16 @@ type Config struct {
 	// every up multicast interface).
 	Announce   bool
 	Interfaces []net.Interface
+	// Burns is the inviter's record of burned codes, shared by its
+	// invitations: a burn is added to it, and the addresses it refuses get
+	// no guess. Default a record of this rendezvous alone.
+	Burns *Burns
 	// Limits caps the listener; default DefaultLimits.
 	Limits *connlimit.Limits
 	Logger *slog.Logger
 }
 
-// Outcome is how a rendezvous ended.
+// Outcome is how an invitation ended.
 type Outcome struct {
 	// Paired: the joiner has the payload and confirmed it.
 	Paired bool
@@ -66,9 +77,25 @@ type Outcome struct {
 	// Err says why not: pair.ErrWrongCode, pair.ErrInvitationExpired,
 	// ErrCancelled, ErrNoAck, or what broke the session.
 	Err error
+	// From is the address of the session that took the code, if one did;
+	// At is when that session ended.
+	From netip.Addr
+	At   time.Time
+	// Burned: that session did not prove it knew the code, so it spent
+	// the code without pairing (a wrong code, or one that broke off
+	// after its guess was tested). Burner is then From's record in
+	// Config.Burns, this burn included.
+	Burned bool
+	Burner Burner
 }
 
 // Host is an open rendezvous: the inviter's side.
+//
+// Its invitation ends (Done, Outcome) when the code pairs, is burned,
+// expires or is cancelled. A burned code goes on being announced and
+// answered until it would have expired, each session refused with who
+// burned it and when (pair.Refusal), so that the joiner who comes with the
+// right code is told what happened rather than finding nobody.
 type Host struct {
 	cfg    Config
 	ln     *connlimit.Listener
@@ -78,15 +105,17 @@ type Host struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	timer    *time.Timer
-	inflight int
-	outcome  *Outcome
-	// the sessions' results, for the outcome once the code is spent
-	paired  *Outcome
-	wrong   bool
-	failure error
+	mu      sync.Mutex
+	timer   *time.Timer
+	outcome *Outcome
+	shut    bool
+	// noted are the refused addresses already logged at Info for this
+	// invitation, so that a flood of refused connections is one line each.
+	noted map[netip.Addr]bool
 }
+
+// maxNoted bounds Host.noted.
+const maxNoted = 64
 
 // Open listens, announces and answers joiners until the invitation is used
 // or expires, or Close is called.
@@ -103,6 +132,9 @@ func Open(cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Burns == nil {
+		cfg.Burns = NewBurns()
+	}
 	lim := DefaultLimits
 	if cfg.Limits != nil {
 		lim = *cfg.Limits
@@ -111,7 +143,7 @@ func Open(cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendezvous: listen on %s: %w", cfg.Listen, err)
 	}
-	h := &Host{cfg: cfg, ln: connlimit.New(ln, lim), done: make(chan struct{})}
+	h := &Host{cfg: cfg, ln: connlimit.New(ln, lim), done: make(chan struct{}), noted: make(map[netip.Addr]bool)}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	if cfg.Announce {
 		h.ad = announce(cfg.Invitation.Code.Channel, ln.Addr().(*net.TCPAddr).Port, cfg.Interfaces, cfg.Logger)
@@ -130,10 +162,11 @@ func (h *Host) Addrs() []string {
 	return lan.Addrs(h.ln.Addr().String(), false)
 }
 
-// Done is closed when the rendezvous has ended; Outcome then says how.
+// Done is closed when the invitation has ended; Outcome then says how.
+// The rendezvous may still answer, with refusals, until it expires.
 func (h *Host) Done() <-chan struct{} { return h.done }
 
-// Outcome returns how the rendezvous ended, and false while it is open.
+// Outcome returns how the invitation ended, and false while it is open.
 func (h *Host) Outcome() (Outcome, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -143,39 +176,60 @@ func (h *Host) Outcome() (Outcome, bool) {
 	return *h.outcome, true
 }
 
-// Close ends the rendezvous (ErrCancelled if it was still open) and waits
-// for its goroutines.
+// Close ends the rendezvous (ErrCancelled if the invitation was still
+// open), stops listening and announcing, and waits for its goroutines:
+// the port is free when it returns.
 func (h *Host) Close() {
 	h.finish(Outcome{Err: ErrCancelled})
+	h.shutdown()
 	h.wg.Wait()
 }
 
-// finish sets the outcome once and closes everything.
+// finish sets the outcome once.
 func (h *Host) finish(o Outcome) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.outcome != nil {
-		h.mu.Unlock()
 		return
 	}
 	h.outcome = &o
+	close(h.done)
+}
+
+// shutdown stops listening and announcing, and ends every session.
+func (h *Host) shutdown() {
+	h.mu.Lock()
+	if h.shut {
+		h.mu.Unlock()
+		return
+	}
+	h.shut = true
 	timer := h.timer
 	h.mu.Unlock()
 	timer.Stop()
 	h.ln.Close()
 	h.ad.close()
 	h.cancel()
-	close(h.done)
 }
 
-// expire ends an unused invitation. One whose code is being tested goes on
-// until that session ends: it took the code in time.
+// stopAnswering stops listening and announcing; sessions in flight go on.
+func (h *Host) stopAnswering() {
+	h.ln.Close()
+	h.ad.close()
+}
+
+// expire ends the rendezvous when the code's life is over. An unused
+// invitation expires; a session testing the code goes on until it ends (it
+// took the code in time), and the rendezvous closes then.
 func (h *Host) expire() {
 	if !h.cfg.Invitation.Used() {
 		h.finish(Outcome{Err: pair.ErrInvitationExpired})
+	}
+	if _, ended := h.Outcome(); ended {
+		h.shutdown()
 		return
 	}
-	h.ln.Close()
-	h.settle()
+	h.stopAnswering()
 }
 
 func (h *Host) acceptLoop() {
@@ -184,91 +238,99 @@ func (h *Host) acceptLoop() {
 		if err != nil {
 			return // closed
 		}
-		h.mu.Lock()
-		h.inflight++
-		h.mu.Unlock()
-		h.wg.Go(func() {
-			o, tested := h.serve(c)
-			h.record(o, tested)
-		})
+		h.wg.Go(func() { h.serve(c) })
 	}
 }
 
-// record keeps a session's result. Once the code is spent the listener
-// closes, and when the last session has ended the outcome is the best of
-// theirs: a pairing, else a wrong code, else what broke. (Sessions that
-// overlap the one that spent the code are strangers, refused.)
-func (h *Host) record(o Outcome, tested bool) {
-	h.mu.Lock()
-	h.inflight--
-	switch {
-	case o.Paired:
-		h.paired = &o
-	case errors.Is(o.Err, pair.ErrWrongCode):
-		h.wrong = true
-	case tested && h.failure == nil:
-		h.failure = o.Err
+// ended records the end of the session that took the code. A pairing (or
+// a joiner that proved it knew the code) closes the rendezvous; a burn
+// leaves it answering refusals until the code would have expired.
+func (h *Host) ended(o Outcome, log *slog.Logger) {
+	if _, done := h.Outcome(); done {
+		return // cancelled under the session: nobody burned anything
 	}
-	h.mu.Unlock()
-	if h.cfg.Invitation.Used() {
-		h.ln.Close()
-		h.settle()
+	if o.Burned {
+		o.Burner = h.cfg.Burns.add(o.From, o.At)
+		log.Info("pairing: the code was spent by a session that did not prove it knew it", "err", o.Err, "burns", o.Burner.Burns)
 	}
-}
-
-// settle finishes once no session is in flight.
-func (h *Host) settle() {
-	h.mu.Lock()
-	if h.inflight > 0 {
-		h.mu.Unlock()
-		return
-	}
-	var o Outcome
-	switch {
-	case h.paired != nil:
-		o = *h.paired
-	case h.wrong:
-		o = Outcome{Err: pair.ErrWrongCode}
-	case h.failure != nil:
-		o = Outcome{Err: h.failure}
-	default:
-		o = Outcome{Err: errors.New("rendezvous: the pairing session broke off")}
-	}
-	h.mu.Unlock()
 	h.finish(o)
+	if !o.Burned || !time.Now().Before(h.cfg.Invitation.Expires) {
+		h.shutdown()
+	}
 }
 
-// serve runs one connection. tested says whether the session may have
-// tested the code (it got past the hello and was not refused).
-func (h *Host) serve(nc net.Conn) (o Outcome, tested bool) {
+// serve runs one connection.
+func (h *Host) serve(nc net.Conn) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(h.ctx, SessionTimeout)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	from := remoteIP(nc)
 	log := h.cfg.Logger.With("remote", nc.RemoteAddr())
 	nonce := make([]byte, nonceSize)
 	rand.Read(nonce)
 	peerNonce, err := exchangeHello(nc, nonce)
 	if err != nil {
 		log.Debug("pairing: dropped a connection before the code was tested", "err", err)
-		return Outcome{Err: err}, false
+		return
+	}
+	if b, refused := h.cfg.Burns.refused(from); refused {
+		err := pair.Refuse(ctx, nc, pair.Refusal{Reason: pair.ReasonBlocked, By: from, At: b.Last, Burns: b.Burns})
+		h.noteRefused(log, from, "pairing: refused a session from an address that burned codes", "burns", b.Burns, "until", b.RefusedUntil.Format(time.RFC3339), "err", err)
+		return
 	}
 	sid := sessionID(nonce, peerNonce)
-	res, err := h.cfg.Invitation.Respond(ctx, nc, sid, h.cfg.AD)
-	switch {
-	case errors.Is(err, pair.ErrInvitationUsed), errors.Is(err, pair.ErrInvitationExpired):
-		log.Info("pairing: refused a session: the code is spent", "err", err)
-		return Outcome{Err: err}, false
-	case err != nil:
-		log.Info("pairing: session failed", "err", err)
-		return Outcome{Err: err}, true
+	rctx, rcancel := context.WithTimeout(ctx, RespondTimeout)
+	res, claimed, err := h.cfg.Invitation.RespondFrom(rctx, nc, sid, h.cfg.AD, from)
+	rcancel()
+	if !claimed {
+		if errors.Is(err, pair.ErrInvitationUsed) || errors.Is(err, pair.ErrInvitationExpired) {
+			h.noteRefused(log, from, "pairing: refused a session: the code is taken", "err", err)
+		} else {
+			log.Debug("pairing: dropped a session before the code was tested", "err", err)
+		}
+		return
 	}
-	if err := h.handOver(nc, res, sid); err != nil {
+	o := Outcome{From: from}
+	if err != nil {
+		o.Err, o.Burned = err, true
+	} else if err := h.handOver(nc, res, sid); err != nil {
 		log.Warn("pairing: handover failed", "err", err)
-		return Outcome{Err: err, PeerAD: res.PeerAD}, true
+		o.Err, o.PeerAD = err, res.PeerAD
+	} else {
+		o.Paired, o.PeerAD = true, res.PeerAD
 	}
-	return Outcome{Paired: true, PeerAD: res.PeerAD}, true
+	o.At = time.Now()
+	if r, ok := h.cfg.Invitation.Refusal(); ok && o.Burned {
+		o.At = r.At // the time the refusals name
+	}
+	h.ended(o, log)
+}
+
+// noteRefused logs a refused session at Info once per address and
+// invitation, and at Debug after that.
+func (h *Host) noteRefused(log *slog.Logger, from netip.Addr, msg string, args ...any) {
+	h.mu.Lock()
+	first := !h.noted[from] && len(h.noted) < maxNoted
+	if first {
+		h.noted[from] = true
+	}
+	h.mu.Unlock()
+	level := slog.LevelDebug
+	if first {
+		level = slog.LevelInfo
+	}
+	log.Log(context.Background(), level, msg, args...)
+}
+
+// remoteIP is the address a connection came from, as one burner is known
+// by: IPv4 in its 4-byte form.
+func remoteIP(c net.Conn) netip.Addr {
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap().WithZone("")
+	}
+	return netip.Addr{}
 }
 
 // handOver seals the payload to the joiner and waits for its ack.

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/mdns"
 
 	"github.com/danyue/danyue/internal/lan"
+	"github.com/danyue/danyue/pair"
 )
 
 // The announcement is a separate mDNS service from the library's
@@ -86,10 +87,23 @@ func (a *announcer) close() {
 	}
 }
 
+// Announcer is one rendezvous an mDNS answer announces: its instance
+// name, channel and addresses (IPv4 first). Nothing in it is
+// authenticated: anyone on the LAN can announce any channel.
+type Announcer struct {
+	Instance string
+	Channel  int
+	Addrs    []string
+}
+
+// maxAnnouncers bounds what one browse round keeps.
+const maxAnnouncers = 32
+
 // Browse queries mDNS on ifaces (default every up multicast interface)
-// until it finds rendezvous announcing channel, or ctx ends. It returns
-// their addresses, IPv4 first.
-func Browse(ctx context.Context, channel int, ifaces []net.Interface, logger *slog.Logger) ([]string, error) {
+// until a round finds rendezvous announcing channel (any channel if it is
+// 0), or ctx ends. It returns every announcer that round found, in the
+// order they answered.
+func Browse(ctx context.Context, channel int, ifaces []net.Interface, logger *slog.Logger) ([]Announcer, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -117,12 +131,19 @@ func Browse(ctx context.Context, channel int, ifaces []net.Interface, logger *sl
 				})
 			}
 		}
+		// Drained while the queries run: a flood of answers must not
+		// block them.
+		var found []Announcer
+		collected := make(chan struct{})
+		go func() {
+			defer close(collected)
+			for e := range entries {
+				found = addAnnouncer(found, e, channel)
+			}
+		}()
 		wg.Wait()
 		close(entries)
-		var found []string
-		for e := range entries {
-			found = appendNew(found, entryAddrs(e, channel)...)
-		}
+		<-collected
 		if len(found) > 0 {
 			return found, nil
 		}
@@ -132,10 +153,29 @@ func Browse(ctx context.Context, channel int, ifaces []net.Interface, logger *sl
 	}
 }
 
-// entryAddrs returns the addresses of an answer if it announces channel.
-func entryAddrs(e *mdns.ServiceEntry, channel int) []string {
+// addAnnouncer adds what answer e announces, if it announces channel (or
+// any channel, for 0), merging the answers of one instance.
+func addAnnouncer(found []Announcer, e *mdns.ServiceEntry, channel int) []Announcer {
+	ch, addrs := entryAddrs(e)
+	if ch == 0 || channel != 0 && ch != channel {
+		return found
+	}
+	for i := range found {
+		if found[i].Instance == e.Name {
+			found[i].Addrs = appendNew(found[i].Addrs, addrs...)
+			return found
+		}
+	}
+	if len(found) >= maxAnnouncers {
+		return found
+	}
+	return append(found, Announcer{Instance: e.Name, Channel: ch, Addrs: appendNew(nil, addrs...)})
+}
+
+// entryAddrs returns the channel and the addresses of an answer; channel
+// 0 if it is not a pairing announcement this version reads.
+func entryAddrs(e *mdns.ServiceEntry) (channel int, out []string) {
 	var v, ch string
-	var out []string
 	for _, f := range e.InfoFields {
 		k, val, _ := strings.Cut(f, "=")
 		switch k {
@@ -151,8 +191,9 @@ func entryAddrs(e *mdns.ServiceEntry, channel int) []string {
 			}
 		}
 	}
-	if v != "1" || ch != strconv.Itoa(channel) {
-		return nil
+	n, err := strconv.Atoi(ch)
+	if v != "1" || err != nil || n < 1 || n > pair.MaxChannel {
+		return 0, nil
 	}
 	if e.Port > 0 && e.AddrV4 != nil {
 		out = append(out, net.JoinHostPort(e.AddrV4.String(), strconv.Itoa(e.Port)))
@@ -160,7 +201,7 @@ func entryAddrs(e *mdns.ServiceEntry, channel int) []string {
 	if e.Port > 0 && e.AddrV6IPAddr != nil {
 		out = append(out, net.JoinHostPort(e.AddrV6IPAddr.String(), strconv.Itoa(e.Port)))
 	}
-	return out
+	return n, out
 }
 
 func appendNew(dst []string, ss ...string) []string {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -74,6 +75,9 @@ func TestPairHandsOverPayload(t *testing.T) {
 	}
 }
 
+// A wrong code spends the invitation; the rendezvous goes on answering
+// until the code would have expired, and tells whoever comes next who
+// spent it and when.
 func TestWrongCodeSpendsInvitation(t *testing.T) {
 	h, inv := openHost(t, time.Minute, "danyue1-secret")
 	wrong := wrongCode(inv.Code)
@@ -81,12 +85,15 @@ func TestWrongCodeSpendsInvitation(t *testing.T) {
 	if !errors.Is(err, pair.ErrWrongCode) {
 		t.Fatalf("join with a wrong code: %v, want ErrWrongCode", err)
 	}
-	if o := waitOutcome(t, h); !errors.Is(o.Err, pair.ErrWrongCode) || o.Paired {
-		t.Fatalf("outcome %+v, want a wrong code", o)
+	o := waitOutcome(t, h)
+	if !errors.Is(o.Err, pair.ErrWrongCode) || o.Paired || !o.Burned || o.From != netip.MustParseAddr("127.0.0.1") || o.Burner.Burns != 1 {
+		t.Fatalf("outcome %+v, want a wrong code burned from 127.0.0.1", o)
 	}
-	// The right code now finds nothing: the rendezvous is closed.
-	if _, err := Join(ctxT(t), h.Addrs()[0], inv.Code, nil, accept); err == nil {
-		t.Fatal("the right code worked after a wrong one")
+	// The right code is refused now, with the reason.
+	_, err = Join(ctxT(t), h.Addrs()[0], inv.Code, nil, accept)
+	r, ok := errors.AsType[*pair.Refusal](err)
+	if !ok || r.Reason != pair.ReasonBurned || r.By != o.From || r.At.Unix() != o.At.Unix() {
+		t.Fatalf("the right code after a wrong one: %v, want the burn's refusal", err)
 	}
 }
 
