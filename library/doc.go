@@ -22,7 +22,8 @@
 //     device is forgotten or leaves, and the restricted nodes that bring
 //     members over from superseded secrets.
 //   - The peer nodes (nodes.go), joins and leaves (join.go), short-code
-//     pairing (pairing.go) and SyncOnce (synconce.go).
+//     pairing (pairing.go, the inviter; pairing_join.go, the joiner) and
+//     SyncOnce (synconce.go).
 //   - Tombstone collection (collect.go, summaries.go): summaries gossiped
 //     among members, and purging what every current member holds.
 //   - Clock warnings (clockwarn.go) and device names (names.go).

@@ -5,13 +5,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/pair"
-	"github.com/danyue/danyue/pair/rendezvous"
 	"github.com/danyue/danyue/peer"
 	"github.com/danyue/danyue/store"
 )
@@ -56,9 +54,6 @@ var (
 	ErrPairingFailed = errors.New("pairing failed")
 )
 
-// browseTimeout bounds how long a joiner looks for the inviter by mDNS.
-const browseTimeout = 15 * time.Second
-
 // leaveDeliverTimeout bounds how long a leaving device waits for a member
 // to merge its removal.
 const leaveDeliverTimeout = 10 * time.Second
@@ -70,11 +65,26 @@ const leaveDeliverTimeout = 10 * time.Second
 // this device has stays and merges into the library. A code that does not
 // work is a *Refusal.
 func (l *Library) Join(ctx context.Context, code, pairAddr string) (crdt.LibraryID, error) {
-	inv, err := l.inviteOf(ctx, code, pairAddr)
+	j, err := l.JoinReport(ctx, code, pairAddr)
+	return j.Library, err
+}
+
+// Joined is what JoinReport did.
+type Joined struct {
+	Library crdt.LibraryID
+	// Warnings are, for a short code, what devices other than the inviter
+	// that answered on its channel said: someone may be pretending to be
+	// the inviter.
+	Warnings []string
+}
+
+// JoinReport is Join, with the warnings of a short code's pairing.
+func (l *Library) JoinReport(ctx context.Context, code, pairAddr string) (Joined, error) {
+	inv, warnings, err := l.inviteOf(ctx, code, pairAddr)
 	if err != nil {
-		return crdt.LibraryID{}, err
+		return Joined{}, err
 	}
-	return crdt.LibraryID(inv.Library.ID), l.join(ctx, inv)
+	return Joined{Library: crdt.LibraryID(inv.Library.ID), Warnings: warnings}, l.join(ctx, inv)
 }
 
 // join moves this device into the invite's library.
@@ -97,85 +107,29 @@ func (l *Library) join(ctx context.Context, inv peer.Invite) error {
 }
 
 // inviteOf returns the library invite of a join: a short code is paired
-// for, a long code carries it.
-func (l *Library) inviteOf(ctx context.Context, text, pairAddr string) (peer.Invite, error) {
+// for (with its pairing's warnings), a long code carries it.
+func (l *Library) inviteOf(ctx context.Context, text, pairAddr string) (peer.Invite, []string, error) {
 	code, err := pair.ParseCode(text)
 	if err == nil {
 		return l.pairByCode(ctx, code, pairAddr)
 	}
 	if looksLikeShortCode(text) {
-		return peer.Invite{}, refusef(ErrBadInvite, "%v (a long invite code starts with danyue1-)", err)
+		return peer.Invite{}, nil, refusef(ErrBadInvite, "%v (a long invite code starts with danyue1-)", err)
 	}
 	if pairAddr != "" {
-		return peer.Invite{}, refusef(ErrBadPairAddr, "pairAddr goes with a short code, not a long one")
+		return peer.Invite{}, nil, refusef(ErrBadPairAddr, "pairAddr goes with a short code, not a long one")
 	}
 	inv, err := peer.DecodeInvite(text)
 	if err != nil {
-		return peer.Invite{}, refusef(ErrBadInvite, "%v", err)
+		return peer.Invite{}, nil, refusef(ErrBadInvite, "%v", err)
 	}
-	return inv, nil
+	return inv, nil, nil
 }
 
 // looksLikeShortCode tells a mistyped short code from a mistyped long one,
 // to say what is wrong with the right format.
 func looksLikeShortCode(s string) bool {
 	return !strings.HasPrefix(strings.ToLower(strings.TrimSpace(s)), "danyue")
-}
-
-// findInviter returns where the inviter of code listens: pairAddr if
-// given, else what mDNS finds.
-func (l *Library) findInviter(ctx context.Context, code pair.Code, pairAddr string) ([]string, error) {
-	switch {
-	case pairAddr != "":
-		if _, _, err := net.SplitHostPort(pairAddr); err != nil {
-			return nil, refusef(ErrBadPairAddr, "pairAddr %q is not HOST:PORT: %v", pairAddr, err)
-		}
-		return []string{pairAddr}, nil
-	case !l.cfg.MDNS:
-		return nil, refusef(ErrNoInviter, "LAN discovery is off (--no-mdns), so the inviter cannot be found: give its address with --pair-addr HOST:PORT (`danyue invite` prints it)")
-	}
-	bctx, cancel := context.WithTimeout(ctx, browseTimeout)
-	defer cancel()
-	found, err := rendezvous.Browse(bctx, code.Channel, nil, l.log.With("component", "pairing"))
-	if err != nil {
-		return nil, refusef(ErrNoInviter, "no device on this network offers code %d-… (looked for %v): the code may have been used or expired (it lasts five minutes), or `danyue invite` is not waiting there; on a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, browseTimeout)
-	}
-	return found, nil
-}
-
-// pairByCode finds the inviter of a short code, runs the pairing and
-// returns the library invite it handed over.
-func (l *Library) pairByCode(ctx context.Context, code pair.Code, pairAddr string) (peer.Invite, error) {
-	addrs, err := l.findInviter(ctx, code, pairAddr)
-	if err != nil {
-		return peer.Invite{}, err
-	}
-	var inv peer.Invite
-	accept := func(payload, _ []byte) error {
-		var err error
-		inv, err = peer.DecodeInvite(string(payload))
-		return err
-	}
-	for _, a := range addrs {
-		var j *rendezvous.Joined
-		j, err = rendezvous.Join(ctx, a, code, l.pairAD(), accept)
-		if err == nil {
-			l.log.Info("paired by short code", "inviter", parsePairAD(j.PeerAD).Name, "addr", a)
-			return inv, nil
-		}
-		if !errors.Is(err, rendezvous.ErrUnreachable) {
-			break // a session ran: its answer is final
-		}
-	}
-	switch {
-	case errors.Is(err, pair.ErrWrongCode):
-		return peer.Invite{}, refusef(ErrWrongCode, "wrong code: it does not match the inviter's, and that code is now spent; run `danyue invite` again on the other device and type the new code")
-	case errors.Is(err, pair.ErrRefused):
-		return peer.Invite{}, refusef(ErrCodeSpent, "the code was already used or has expired; run `danyue invite` again on the other device")
-	case errors.Is(err, rendezvous.ErrUnreachable):
-		return peer.Invite{}, refusef(ErrNoInviter, "cannot reach the inviter at %s: its code may have been used or expired, or a firewall blocks the port (%v)", strings.Join(addrs, ", "), err)
-	}
-	return peer.Invite{}, refusef(ErrPairingFailed, "pairing with the inviter failed: %v", err)
 }
 
 // Left is what Leave did.

@@ -1,11 +1,13 @@
 package library
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,18 @@ import (
 //
 // A device has at most one open invitation: a new one replaces the last,
 // whose code stops working, so the newest code shown is the one that works.
+// The last one's rendezvous is closed before the new one listens, so a
+// pinned PairListen port is free for it.
+//
+// Someone on the LAN can spend (burn) a code with one wrong guess: the
+// channel is announced in the clear, and one guess per code is what keeps
+// the code's 16 bits enough (package pair). Burns are not prevented, they
+// are named: the invitation's state says who burned it and when, the log
+// says it at Warn, the burned code's rendezvous goes on telling the real
+// joiner who spent it (pair/rendezvous), and an address that burns
+// rendezvous.AttackBurns codes within rendezvous.BurnWindow is reported as
+// an attack (PairingWarnings, which the status and the page show) and
+// refused for a while, without a guess.
 
 // MaxRecentPairings is how many ended invitations Pairing still answers
 // for.
@@ -53,16 +67,30 @@ type Pairing struct {
 	// Device and DeviceName are who paired (PairingPaired), as the
 	// pairing's authenticated associated data says.
 	Device, DeviceName string
+	// TriedBy and TriedAt are the address and time of the try that spent
+	// the code without pairing (PairingWrongCode, or PairingFailed when
+	// it broke off), if one did.
+	TriedBy string
+	TriedAt time.Time
+	// Burns is how many codes TriedBy spent within
+	// rendezvous.BurnWindow, this one included.
+	Burns int
 	// Detail says the outcome to a person, and what to do next.
 	Detail string
 }
 
 // pairings are the open invitation and the last ended ones. It has a lock
-// of its own.
+// of its own; openMu, taken before it, serialises OpenPairing, which
+// closes the last rendezvous before it opens the next.
 type pairings struct {
+	openMu sync.Mutex
 	mu     sync.Mutex
 	recent []*pairingEntry // oldest first; the last may be open
 	closed bool
+	burns  *rendezvous.Burns // made on first use
+	// browse finds the inviters of a channel; default rendezvous.Browse.
+	// Tests set it.
+	browse func(ctx context.Context, channel int, log *slog.Logger) ([]rendezvous.Announcer, error)
 }
 
 type pairingEntry struct {
@@ -73,22 +101,42 @@ type pairingEntry struct {
 	replaced atomic.Bool
 }
 
-// add makes e the open invitation and returns the one it replaces.
-func (p *pairings) add(e *pairingEntry) (old *pairingEntry, ok bool) {
+// last returns the newest invitation, which may be open; false once the
+// library is closing.
+func (p *pairings) last() (*pairingEntry, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil, false
 	}
 	if n := len(p.recent); n > 0 {
-		old = p.recent[n-1]
-		old.replaced.Store(true)
+		return p.recent[n-1], true
+	}
+	return nil, true
+}
+
+// add makes e the open invitation; false once the library is closing.
+func (p *pairings) add(e *pairingEntry) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return false
 	}
 	p.recent = append(p.recent, e)
 	if len(p.recent) > MaxRecentPairings {
 		p.recent = p.recent[1:]
 	}
-	return old, true
+	return true
+}
+
+// burnRecord returns the record of burned codes all invitations share.
+func (p *pairings) burnRecord() *rendezvous.Burns {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.burns == nil {
+		p.burns = rendezvous.NewBurns()
+	}
+	return p.burns
 }
 
 func (p *pairings) find(id string) *pairingEntry {
@@ -153,7 +201,8 @@ func (l *Library) invitePayload() ([]byte, error) {
 var ErrUnavailable = errors.New("unavailable")
 
 // OpenPairing makes a new invitation, which replaces the open one, and
-// opens its rendezvous.
+// opens its rendezvous. The open one is closed first, even if the new one
+// then cannot open: its code stops working either way.
 func (l *Library) OpenPairing() (Pairing, error) {
 	if _, err := l.invitePayload(); err != nil {
 		return Pairing{}, &Refusal{Kind: ErrUnavailable, Msg: err.Error()}
@@ -166,6 +215,16 @@ func (l *Library) OpenPairing() (Pairing, error) {
 	if err != nil {
 		return Pairing{}, err
 	}
+	l.pairs.openMu.Lock()
+	defer l.pairs.openMu.Unlock()
+	old, ok := l.pairs.last()
+	if !ok {
+		return Pairing{}, refusef(ErrUnavailable, "the library is closing")
+	}
+	if old != nil {
+		old.replaced.Store(true)
+		old.host.Close()
+	}
 	log := l.log.With("component", "pairing")
 	host, err := rendezvous.Open(rendezvous.Config{
 		Invitation: inv,
@@ -173,6 +232,7 @@ func (l *Library) OpenPairing() (Pairing, error) {
 		AD:         l.pairAD(),
 		Payload:    l.invitePayload,
 		Announce:   l.cfg.MDNS,
+		Burns:      l.pairs.burnRecord(),
 		Logger:     log,
 	})
 	if err != nil {
@@ -181,24 +241,33 @@ func (l *Library) OpenPairing() (Pairing, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	e := &pairingEntry{id: hex.EncodeToString(id[:]), inv: inv, host: host, addrs: host.Addrs()}
-	old, ok := l.pairs.add(e)
-	if !ok {
+	if !l.pairs.add(e) {
 		host.Close()
 		return Pairing{}, refusef(ErrUnavailable, "the library is closing")
 	}
-	if old != nil {
-		old.host.Close()
-	}
 	l.spawn(func() {
 		<-host.Done()
-		if o, _ := host.Outcome(); o.Paired {
+		o, _ := host.Outcome()
+		if o.Paired {
 			l.notePaired(parsePairAD(o.PeerAD).Device)
 		}
-		v := e.view()
-		log.Info("pairing ended", "channel", inv.Code.Channel, "state", v.State, "device", v.Device, "name", v.DeviceName, "detail", v.Detail)
+		l.logPairingEnded(log, inv, o, e.view())
 	})
 	log.Info("pairing: invitation open", "channel", inv.Code.Channel, "expires", inv.Expires.Format(time.RFC3339), "addresses", e.addrs)
 	return e.view(), nil
+}
+
+// logPairingEnded logs how an invitation ended: a burn at Warn, with the
+// address that burned it, and an attack once more.
+func (l *Library) logPairingEnded(log *slog.Logger, inv *pair.Invitation, o rendezvous.Outcome, v Pairing) {
+	if !o.Burned {
+		log.Info("pairing ended", "channel", inv.Code.Channel, "state", v.State, "device", v.Device, "name", v.DeviceName, "detail", v.Detail)
+		return
+	}
+	log.Warn("pairing: a code was spent by a failed try", "channel", inv.Code.Channel, "addr", v.TriedBy, "at", v.TriedAt.Format(time.RFC3339), "err", o.Err, "detail", v.Detail)
+	if o.Burner.Burns >= rendezvous.AttackBurns {
+		log.Warn("pairing: an address is burning codes; someone on this network is trying to pair", "addr", v.TriedBy, "burns", o.Burner.Burns, "window", rendezvous.BurnWindow, "refused_until", o.Burner.RefusedUntil.Format(time.RFC3339))
+	}
 }
 
 // Pairing returns invitation id, with a channel closed once it has ended;
@@ -236,13 +305,19 @@ func (e *pairingEntry) view() Pairing {
 		return v
 	}
 	ad := parsePairAD(o.PeerAD)
+	if o.Burned {
+		v.TriedBy, v.TriedAt, v.Burns = o.From.String(), o.At, o.Burner.Burns
+	}
 	switch {
 	case o.Paired:
 		v.State, v.Device, v.DeviceName = PairingPaired, ad.Device, ad.Name
 		v.Detail = fmt.Sprintf("%s joined the library", orUnnamed(ad.Name))
-	case errors.Is(o.Err, pair.ErrWrongCode):
-		v.State = PairingWrongCode
-		v.Detail = "a device tried a wrong code, so this code is spent; run `danyue invite` again for a new one"
+	case o.Burned:
+		v.State = PairingFailed
+		if errors.Is(o.Err, pair.ErrWrongCode) {
+			v.State = PairingWrongCode
+		}
+		v.Detail = burnDetail(o)
 	case errors.Is(o.Err, pair.ErrInvitationExpired):
 		v.State, v.Detail = PairingExpired, "the code expired unused; run `danyue invite` again for a new one"
 	case errors.Is(o.Err, rendezvous.ErrCancelled):
@@ -257,6 +332,57 @@ func (e *pairingEntry) view() Pairing {
 		}
 	}
 	return v
+}
+
+// burnDetail tells the inviter who burned its code: a person who mistyped
+// it on the other device recognises that device's address; anyone else
+// is someone on this network trying to pair.
+func burnDetail(o rendezvous.Outcome) string {
+	what := "tried a wrong code"
+	if !errors.Is(o.Err, pair.ErrWrongCode) {
+		what = "tried the code and broke off before showing it knew it"
+	}
+	if b := o.Burner; b.Burns >= rendezvous.AttackBurns {
+		return fmt.Sprintf("%d codes burned by %s in the last %d minutes (this one: %s at %s): someone on this network is trying to pair, and this device refuses %s until %s; run `danyue invite` again for a new code",
+			b.Burns, o.From, int(rendezvous.BurnWindow.Minutes()), what, clock(o.At), o.From, clock(b.RefusedUntil))
+	}
+	return fmt.Sprintf("someone at %s %s at %s, so this code is spent — if that was not the other device, someone on this network is trying to pair; run `danyue invite` again",
+		o.From, what, clock(o.At))
+}
+
+// clock is a time of day as people read it here.
+func clock(t time.Time) string { return t.Local().Format("15:04:05") }
+
+// PairingWarning is an address that burned short codes lately.
+type PairingWarning struct {
+	Addr  string
+	Burns int // within rendezvous.BurnWindow
+	Last  time.Time
+	// RefusedUntil is when this device stops refusing it; zero if it
+	// does not.
+	RefusedUntil time.Time
+}
+
+// Message says the warning to a person.
+func (w PairingWarning) Message() string {
+	if w.Burns >= rendezvous.AttackBurns {
+		msg := fmt.Sprintf("%d pairing codes burned by %s in the last %d minutes, the last at %s: someone on this network is trying to pair", w.Burns, w.Addr, int(rendezvous.BurnWindow.Minutes()), clock(w.Last))
+		if !w.RefusedUntil.IsZero() {
+			msg += fmt.Sprintf("; refused until %s", clock(w.RefusedUntil))
+		}
+		return msg
+	}
+	return fmt.Sprintf("someone at %s spent a pairing code with a wrong try at %s — if that was not the device you were adding, someone on this network is trying to pair", w.Addr, clock(w.Last))
+}
+
+// PairingWarnings returns the addresses that burned this device's short
+// codes within rendezvous.BurnWindow, the latest first.
+func (l *Library) PairingWarnings() []PairingWarning {
+	var out []PairingWarning
+	for _, b := range l.pairs.burnRecord().Recent() {
+		out = append(out, PairingWarning{Addr: b.Addr.String(), Burns: b.Burns, Last: b.Last, RefusedUntil: b.RefusedUntil})
+	}
+	return out
 }
 
 func orUnnamed(name string) string {
