@@ -45,6 +45,7 @@ func (d *Daemon) status() api.Status {
 		st.KosyncURLs = reachableURLs(st.Kosync, prefix)
 	}
 	st.ClockWarnings = d.clockWarnings()
+	st.PairingWarnings = d.pairingWarnings()
 	st.StoreLoss = storeLoss(d.store)
 	if ns, ok := d.lib.Traffic(); ok {
 		st.Traffic = api.Traffic{BytesSent: ns.BytesSent, BytesReceived: ns.BytesReceived, RecordsSent: ns.RecordsSent, RecordsReceived: ns.RecordsReceived}

@@ -71,7 +71,7 @@ func noPairing(id string) error {
 
 // pairingView is the API's picture of an invitation.
 func pairingView(p library.Pairing) api.Pairing {
-	return api.Pairing{
+	v := api.Pairing{
 		ID:         p.ID,
 		Code:       p.Code,
 		Expires:    p.Expires.UTC().Format(time.RFC3339),
@@ -79,8 +79,28 @@ func pairingView(p library.Pairing) api.Pairing {
 		Addresses:  p.Addresses,
 		Device:     p.Device,
 		DeviceName: p.DeviceName,
+		TriedBy:    p.TriedBy,
+		Burns:      p.Burns,
 		Detail:     p.Detail,
 	}
+	if !p.TriedAt.IsZero() {
+		v.TriedAt = p.TriedAt.UTC().Format(time.RFC3339)
+	}
+	return v
+}
+
+// pairingWarnings renders the library's pairing warnings for GET
+// /v1/status and the page.
+func (d *Daemon) pairingWarnings() []api.PairingWarning {
+	out := []api.PairingWarning{}
+	for _, w := range d.lib.PairingWarnings() {
+		v := api.PairingWarning{Address: w.Addr, Burns: w.Burns, Last: w.Last.UTC().Format(time.RFC3339), Warning: w.Message()}
+		if !w.RefusedUntil.IsZero() {
+			v.RefusedUntil = w.RefusedUntil.UTC().Format(time.RFC3339)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
@@ -91,11 +111,11 @@ func (d *Daemon) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	if req.Code == nil || *req.Code == "" {
 		return errorf(http.StatusBadRequest, api.CodeInvalid, "code is required")
 	}
-	lib, err := d.lib.Join(r.Context(), *req.Code, req.PairAddr)
+	j, err := d.lib.JoinReport(r.Context(), *req.Code, req.PairAddr)
 	if err != nil {
 		return refusal(err)
 	}
-	writeJSON(w, http.StatusOK, api.Joined{Library: api.Library{ID: hex.EncodeToString(lib[:])}})
+	writeJSON(w, http.StatusOK, api.Joined{Library: api.Library{ID: hex.EncodeToString(j.Library[:])}, Warnings: j.Warnings})
 	return nil
 }
 
@@ -121,6 +141,7 @@ var refusals = []struct {
 	{library.ErrNoInviter, http.StatusNotFound, api.CodeNoInviter},
 	{library.ErrWrongCode, http.StatusForbidden, api.CodeWrongCode},
 	{library.ErrCodeSpent, http.StatusGone, api.CodeCodeSpent},
+	{library.ErrRefusedHere, http.StatusForbidden, api.CodePairingRefused},
 	{library.ErrPairingFailed, http.StatusBadGateway, api.CodeUnavailable},
 	{library.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/internal/poll"
 	"github.com/danyue/danyue/pair"
+	"github.com/danyue/danyue/pair/rendezvous"
 )
 
 // startPairable starts a daemon whose pairing rendezvous listens on
@@ -83,9 +85,13 @@ func TestPairWrongCode(t *testing.T) {
 	if got := mustDo(a.client.Pairing(ctx, p.ID, true))(t); got.State != api.PairingWrongCode {
 		t.Fatalf("inviter's pairing %+v, want wrong_code", got)
 	}
-	// One guess per code: the right code is refused now.
+	// One guess per code: the right code is refused now, and the
+	// inviter says by whom.
 	_, err = b.client.JoinAt(ctx, p.Code, p.Addresses[0])
-	wantAPIError(t, err, api.CodeNoInviter)
+	wantAPIError(t, err, api.CodeCodeSpent)
+	if !strings.Contains(err.Error(), "spent by a failed try from this device") {
+		t.Fatalf("the right code after a wrong one: %v", err)
+	}
 	if after := mustDo(b.client.Status(ctx))(t).Library.ID; after != before {
 		t.Fatalf("the joiner's library changed from %s to %s", before, after)
 	}
@@ -183,3 +189,47 @@ func TestPairClosesWithDaemon(t *testing.T) {
 }
 
 func (d *testDaemon) ctx(t *testing.T) context.Context { return ctxT(t) }
+
+// A failed try from another address is named where the inviter looks: the
+// invitation's state, and the status (which the page shows), as an attack
+// from the second burn.
+func TestPairAttackNamed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no loopback address 127.0.0.2 here: %v", err)
+	}
+	ln.Close()
+	a := startPairable(t, "laptop", nil)
+	ctx := ctxT(t)
+	attacker := func(p api.Pairing) {
+		t.Helper()
+		code := mustDo(pair.ParseCode(p.Code))(t)
+		code.Words[1] = map[bool]string{true: "absurd", false: "aardvark"}[code.Words[1] == "aardvark"]
+		j := &rendezvous.Joiner{Code: code, Dialer: &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}}
+		if _, err := j.Join(ctx, p.Addresses[0]); !errors.Is(err, pair.ErrWrongCode) {
+			t.Fatalf("the attacker's try: %v", err)
+		}
+	}
+	for i := 1; i <= 2; i++ {
+		p := mustDo(a.client.Pair(ctx))(t)
+		attacker(p)
+		got := mustDo(a.client.Pairing(ctx, p.ID, true))(t)
+		if got.State != api.PairingWrongCode || got.TriedBy != "127.0.0.2" || got.Burns != i || got.TriedAt == "" {
+			t.Fatalf("burn %d: pairing %+v, want wrong_code tried by 127.0.0.2", i, got)
+		}
+		want := "someone at 127.0.0.2 tried a wrong code"
+		if i == 2 {
+			want = "2 codes burned by 127.0.0.2 in the last 10 minutes"
+		}
+		if !strings.Contains(got.Detail, want) {
+			t.Fatalf("burn %d: detail %q does not say %q", i, got.Detail, want)
+		}
+	}
+	st := mustDo(a.client.Status(ctx))(t)
+	if len(st.PairingWarnings) != 1 {
+		t.Fatalf("status pairing warnings %+v", st.PairingWarnings)
+	}
+	if w := st.PairingWarnings[0]; w.Address != "127.0.0.2" || w.Burns != 2 || w.RefusedUntil == "" || !strings.Contains(w.Warning, "someone on this network is trying to pair") {
+		t.Fatalf("pairing warning %+v", w)
+	}
+}

@@ -106,6 +106,10 @@ type Status struct {
 	// than a minute ahead of this device's clock since the daemon started:
 	// the writers, whichever peer relayed the writes. Never null.
 	ClockWarnings []ClockWarning `json:"clockWarnings"`
+	// PairingWarnings lists the addresses that spent this device's short
+	// pairing codes with failed tries in the last ten minutes, the latest
+	// first. Never null.
+	PairingWarnings []PairingWarning `json:"pairingWarnings"`
 	// StoreLoss is what the store found missing when it last opened:
 	// changes it had acknowledged that its database did not bring back (a
 	// damaged disk or file). Nil when nothing was lost.
@@ -229,8 +233,28 @@ type Pairing struct {
 	// Device and DeviceName are the joiner once paired.
 	Device     string `json:"device,omitempty"`
 	DeviceName string `json:"deviceName,omitempty"`
+	// TriedBy and TriedAt (RFC 3339) are the address and time of the try
+	// that spent the code without pairing (wrong_code, or failed when it
+	// broke off); Burns is how many codes that address spent in the last
+	// ten minutes, this one included.
+	TriedBy string `json:"triedBy,omitempty"`
+	TriedAt string `json:"triedAt,omitempty"`
+	Burns   int    `json:"burns,omitempty"`
 	// Detail says what happened, for people.
 	Detail string `json:"detail,omitempty"`
+}
+
+// PairingWarning is an address that spent this device's short codes with
+// failed tries in the last ten minutes: possibly someone on the network
+// trying to pair.
+type PairingWarning struct {
+	Address string `json:"address"`
+	Burns   int    `json:"burns"`
+	Last    string `json:"last"` // RFC 3339, UTC
+	// RefusedUntil (RFC 3339, UTC) is when this device stops refusing the
+	// address, which it does from the second burn; absent if it does not.
+	RefusedUntil string `json:"refusedUntil,omitempty"`
+	Warning      string `json:"warning"` // a sentence for a person
 }
 
 // Pairing states.
@@ -246,6 +270,10 @@ const (
 // Joined is the answer of POST /v1/join.
 type Joined struct {
 	Library Library `json:"library"`
+	// Warnings are, for a short code, what devices other than the inviter
+	// that answered on its channel did: possibly someone pretending to be
+	// the inviter. For people.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // KosyncUserRequest is the body of POST /v1/kosync/users: a KOReader
@@ -335,15 +363,21 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeUnsupported  = "unsupported_media_type"
 	CodeBadInvite    = "bad_invite"
-	// Short-code pairing: the code did not match (the inviter's code is
-	// now spent), or it was already used or expired, or no inviter offers
-	// its channel.
+	// Short-code pairing: the code did not match (the device that
+	// answered did not know it: a mistyped code, and then the inviter's
+	// code is spent now, or someone pretending to be the inviter), or it
+	// was already used, spent by a failed try or expired, or no inviter
+	// offers its channel.
 	CodeWrongCode   = "wrong_code"
 	CodeCodeSpent   = "code_spent"
 	CodeNoInviter   = "no_inviter"
 	CodeNameTaken   = "name_taken"
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"
+	// CodePairingRefused (403): the inviter of a short code refuses this
+	// device's address for a while, as codes were spent by failed tries
+	// from it.
+	CodePairingRefused = "pairing_refused"
 	// CodeDiskFull (507): the disk of the data dir is (nearly) full; nothing
 	// was written.
 	CodeDiskFull = "disk_full"

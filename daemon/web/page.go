@@ -40,6 +40,9 @@ type view struct {
 	Chart    chart
 	Invite   *invite
 	Clock    []api.ClockWarning
+	// Pairing names the addresses that spent this device's short codes
+	// with failed tries lately: possibly someone trying to pair.
+	Pairing []api.PairingWarning
 }
 
 type peerRow struct {
@@ -113,6 +116,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name, inviteCode
 		Q:       strings.TrimSpace(r.URL.Query().Get("q")),
 		Chart:   makeChart(daily),
 		Clock:   st.ClockWarnings,
+		Pairing: st.PairingWarnings,
 	}
 	for _, p := range st.Peers {
 		v.Peers = append(v.Peers, peerRow{
