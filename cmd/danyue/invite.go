@@ -128,5 +128,8 @@ func runJoin(ctx context.Context, e *env, args []string) error {
 		return cc.explain(err)
 	}
 	fmt.Fprintf(e.stdout, "Joined library %s. This device's books stay and sync with the library; `danyue peers` shows who is connected.\n", j.Library.ID)
+	for _, w := range j.Warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -59,6 +60,32 @@ func TestCLIPairShortCode(t *testing.T) {
 	}
 	if res := a.cli(t, "invite", "--short", "--long"); res.code != 2 {
 		t.Fatalf("invite --short --long: exit %d, want a usage error", res.code)
+	}
+}
+
+// With --pair-listen pinned to one port, a second `danyue invite` replaces
+// the first on that port: the first says so, the second listens there.
+func TestCLIInvitePinnedPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := ln.Addr().String()
+	ln.Close()
+	a := startDaemonProc(t, "desk", "--pair-listen", pinned)
+	first := startInvite(t, a)
+	second := startInvite(t, a)
+	if code, out := first.wait(t); code != 1 || !strings.Contains(out, "replaced by a newer one") {
+		t.Fatalf("the first invite: exit %d, output %q", code, out)
+	}
+	if first.addr != pinned || second.addr != pinned {
+		t.Fatalf("invites on %s and %s, want both on %s", first.addr, second.addr, pinned)
+	}
+	if err := second.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := second.wait(t); code != 1 || !strings.Contains(out, "interrupted") {
+		t.Fatalf("the second invite: exit %d, output %q", code, out)
 	}
 }
 
