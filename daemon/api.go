@@ -55,6 +55,8 @@ func (d *Daemon) routeTable() []route {
 		{"POST", "/v1/pairing", permAdmin, d.handlePairingCreate},
 		{"GET", "/v1/pairing/{id}", permAdmin, d.handlePairingGet},
 		{"DELETE", "/v1/pairing/{id}", permAdmin, d.handlePairingDelete},
+		{"GET", "/v1/invites", permAdmin, d.handleInvitesList},
+		{"DELETE", "/v1/invites/{id}", permAdmin, d.handlePairingDelete},
 		{"POST", "/v1/kosync/users", permAdmin, d.handleKosyncAddUser},
 		{"PUT", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncPasswd},
 		{"DELETE", "/v1/kosync/users/{name}", permAdmin, d.handleKosyncDelUser},

@@ -12,8 +12,10 @@ import (
 
 // Pairing and joining (library/pairing.go, library/join.go): POST
 // /v1/pairing makes a short-code invitation, GET and DELETE
-// /v1/pairing/{id} follow and cancel it; POST /v1/join joins the library
-// of a short or a long code; POST /v1/leave leaves the library.
+// /v1/pairing/{id} follow and cancel it; GET /v1/invites lists the open
+// ones and DELETE /v1/invites/{id} cancels one, as DELETE /v1/pairing/{id}
+// does; POST /v1/join joins the library of a short or a long code; POST
+// /v1/leave leaves the library.
 
 func (d *Daemon) handlePairingCreate(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength != 0 {
@@ -62,6 +64,15 @@ func (d *Daemon) handlePairingDelete(w http.ResponseWriter, r *http.Request) err
 		return noPairing(r.PathValue("id"))
 	}
 	writeJSON(w, http.StatusOK, pairingView(p))
+	return nil
+}
+
+func (d *Daemon) handleInvitesList(w http.ResponseWriter, r *http.Request) error {
+	out := api.PairingInvites{Invites: []api.Pairing{}}
+	for _, p := range d.lib.OpenPairings() {
+		out.Invites = append(out.Invites, pairingView(p))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -159,6 +159,35 @@ func TestPairReplaceAndCancel(t *testing.T) {
 	wantAPIError(t, err, api.CodeNotFound)
 }
 
+// GET /v1/invites lists the open invitation (the newest: it replaced the
+// last), never null; DELETE /v1/invites/{id} cancels it and closes its
+// port.
+func TestPairInvites(t *testing.T) {
+	a := startPairable(t, "laptop", nil)
+	ctx := ctxT(t)
+	if l := mustDo(a.client.PairingInvites(ctx))(t); l.Invites == nil || len(l.Invites) != 0 {
+		t.Fatalf("invites before any: %#v, want an empty list", l.Invites)
+	}
+	mustDo(a.client.Pair(ctx))(t)
+	second := mustDo(a.client.Pair(ctx))(t)
+	l := mustDo(a.client.PairingInvites(ctx))(t)
+	if len(l.Invites) != 1 || l.Invites[0].ID != second.ID || l.Invites[0].State != api.PairingOpen || l.Invites[0].Code != second.Code {
+		t.Fatalf("invites %+v, want only %s, open", l.Invites, second.ID)
+	}
+	if got := mustDo(a.client.CancelPairingInvite(ctx, second.ID))(t); got.State != api.PairingCancelled {
+		t.Fatalf("cancelled invite %+v", got)
+	}
+	if l := mustDo(a.client.PairingInvites(ctx))(t); len(l.Invites) != 0 {
+		t.Fatalf("invites after the cancel: %+v", l.Invites)
+	}
+	if c, err := net.Dial("tcp", second.Addresses[0]); err == nil {
+		c.Close()
+		t.Fatal("the cancelled invite's port still accepts")
+	}
+	_, err := a.client.CancelPairingInvite(ctx, "nope")
+	wantAPIError(t, err, api.CodeNotFound)
+}
+
 func TestJoinCodeErrors(t *testing.T) {
 	b := startPairable(t, "phone", nil)
 	ctx := ctxT(t)

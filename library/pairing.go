@@ -139,6 +139,13 @@ func (p *pairings) burnRecord() *rendezvous.Burns {
 	return p.burns
 }
 
+// all returns the invitations kept, oldest first.
+func (p *pairings) all() []*pairingEntry {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*pairingEntry(nil), p.recent...)
+}
+
 func (p *pairings) find(id string) *pairingEntry {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -278,6 +285,19 @@ func (l *Library) Pairing(id string) (Pairing, <-chan struct{}, bool) {
 		return Pairing{}, nil, false
 	}
 	return e.view(), e.host.Done(), true
+}
+
+// OpenPairings returns the invitations whose codes still work, oldest
+// first: at most one, since a new one replaces the last. A burned code's
+// rendezvous that still answers with refusals is not open.
+func (l *Library) OpenPairings() []Pairing {
+	out := []Pairing{}
+	for _, e := range l.pairs.all() {
+		if v := e.view(); v.State == PairingOpen {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // CancelPairing ends invitation id if it is open, and returns it; false

@@ -244,6 +244,13 @@ type Pairing struct {
 	Detail string `json:"detail,omitempty"`
 }
 
+// PairingInvites is the answer of GET /v1/invites: the short-code
+// invitations whose codes still work (at most one: a new one replaces the
+// last). Never null.
+type PairingInvites struct {
+	Invites []Pairing `json:"invites"`
+}
+
 // PairingWarning is an address that spent this device's short codes with
 // failed tries in the last ten minutes: possibly someone on the network
 // trying to pair.

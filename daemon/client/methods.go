@@ -154,6 +154,19 @@ func (c *Client) Pairing(ctx context.Context, id string, wait bool) (api.Pairing
 	return p, c.Do(ctx, "GET", path, nil, nil, &p)
 }
 
+// PairingInvites lists the short-code invitations whose codes still work.
+func (c *Client) PairingInvites(ctx context.Context) (api.PairingInvites, error) {
+	var l api.PairingInvites
+	return l, c.Do(ctx, "GET", "/v1/invites", nil, nil, &l)
+}
+
+// CancelPairingInvite ends invitation id through DELETE /v1/invites/{id}:
+// its code stops working.
+func (c *Client) CancelPairingInvite(ctx context.Context, id string) (api.Pairing, error) {
+	var p api.Pairing
+	return p, c.Do(ctx, "DELETE", "/v1/invites/"+url.PathEscape(id), nil, nil, &p)
+}
+
 // CancelPairing ends invitation id: its code stops working.
 func (c *Client) CancelPairing(ctx context.Context, id string) (api.Pairing, error) {
 	var p api.Pairing
