@@ -60,6 +60,11 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, w := range st.ClockWarnings {
 		fmt.Fprintf(e.stdout, "warning: %s\n", printable(w.Warning))
 	}
+	// Addresses that burned this device's pairing codes lately: possibly
+	// someone on the network trying to pair.
+	for _, w := range st.PairingWarnings {
+		fmt.Fprintf(e.stdout, "warning: pairing: %s\n", printable(w.Warning))
+	}
 	if l := st.StoreLoss; l != nil {
 		fmt.Fprintf(e.stdout, "error: %s\n", l.Warning)
 		const show = 20
