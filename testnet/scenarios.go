@@ -93,6 +93,7 @@ type Scenario struct {
 var Scenarios = []Scenario{
 	{"discovery", Discovery},
 	{"pair-short-code", PairShortCode},
+	{"pair-attack", PairAttack},
 	{"forget-offline", ForgetOffline},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},

@@ -24,6 +24,7 @@ func params() Params {
 
 func TestDiscovery(t *testing.T)      { Discovery(t, params(), nil) }
 func TestPairShortCode(t *testing.T)  { PairShortCode(t, params(), nil) }
+func TestPairAttack(t *testing.T)     { PairAttack(t, params(), nil) }
 func TestPropagation(t *testing.T)    { Propagation(t, params(), nil) }
 func TestConvergence(t *testing.T)    { Convergence(t, params(), nil) }
 func TestClockSkew(t *testing.T)      { ClockSkew(t, params(), nil) }

@@ -44,6 +44,7 @@ func TestLayers(t *testing.T) {
 		"testnet/cmd/testnet":      {"testnet"},
 		"testnet/cmd/attack":       nil,
 		"testnet/cmd/kosyncattack": nil,
+		"testnet/cmd/pairattack":   {"pair", "pair/rendezvous"},
 		"bench/cmd/measure":        {"bench/internal/flood", "bench/internal/gctrace", "bench/internal/procstat", "bench/mixload", "daemon/api", "daemon/client"},
 		"bench/internal/flood":     {"peer", "crdt", "daemon/client"},
 		"bench/internal/gctrace":   nil,
