@@ -201,7 +201,13 @@ func refusalSaid(addr string, r *pair.Refusal, isLocal func(netip.Addr) bool) sa
 	default:
 		text = fmt.Sprintf("the inviter at %s says this code was already used or has expired", addr)
 	}
-	return said{rank: map[bool]int{true: 1, false: 2}[kind == ErrRefusedHere], kind: kind, text: text}
+	// A refusal of this device's address decides the kind before any
+	// other answer: retyping a new code will not help until it ends.
+	rank := 2
+	if kind == ErrRefusedHere {
+		rank = 1
+	}
+	return said{rank: rank, kind: kind, text: text}
 }
 
 // clockOf is a time a device sent, as a time of day here.
