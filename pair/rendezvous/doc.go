@@ -63,8 +63,11 @@
 // What an attacker on the LAN can still do: burn every code it sees (named
 // each time, and refused from its second burn until it changes address),
 // which denies short-code pairing while it stays (a long code, which needs
-// no rendezvous, is unaffected); answer from MaxTested addresses ahead of the
-// inviter, which fails the join with each address named; hold one code for a
-// session's length; and learn, for the rest of a burned code's life, the
-// address and time of the try that burned it.
+// no rendezvous, is unaffected); announce the channel from many addresses,
+// which fails the join, each address named, when MaxTested of them come
+// before the inviter in the joiner's random order; answer the hello and
+// then stall, which holds the joiner for up to SessionTimeout per
+// address, MaxDevices addresses at most; hold one code for RespondTimeout;
+// and learn, for the rest of a burned code's life, the address and time of
+// the try that burned it.
 package rendezvous
