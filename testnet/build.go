@@ -47,8 +47,14 @@ func buildBinary() (string, error) {
 	}
 	built.dir = dir
 	bin := filepath.Join(dir, "danyue")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/danyue")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as the README installs it
+	args := []string{"build", "-o", bin}
+	cgo := "CGO_ENABLED=0" // as the README installs it
+	if raceDetector {
+		// The race detector needs cgo where it runs.
+		args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+	}
+	cmd := exec.Command("go", append(args, "./cmd/danyue")...)
+	cmd.Env = append(os.Environ(), cgo)
 	cmd.Dir = modDir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -25,7 +26,8 @@ func Collect(t TB, p Params, r *Report) {
 	nt := p.newNet(t, 3)
 	nodes := nt.Nodes()
 	a, c := nt.Node(1), nt.Node(3)
-	const n, kept = 5000, 500
+	n := cmp.Or(p.CollectBooks, 5000)
+	kept := n / 10
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = BookKey(fmt.Sprintf("collect %d", i))
@@ -38,7 +40,7 @@ func Collect(t TB, p Params, r *Report) {
 	for _, k := range keys[kept:] {
 		a.Delete(k)
 	}
-	const gone = n - kept
+	gone := n - kept
 	WaitFor(t, healTimeout, func() (bool, string) { return countsAre(nodes[:2], kept, gone) })
 	WaitFor(t, syncTimeout, func() (bool, string) {
 		h := holdingBack(t, a)

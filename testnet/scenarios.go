@@ -20,7 +20,10 @@ type Params struct {
 	// Restarts is how many times the restart scenario restarts a node;
 	// default 20.
 	Restarts int
-	Seed     uint64 // convergence: random seed; default random (logged)
+	// CollectBooks is how many books the collect scenario writes, nine in
+	// ten of which it deletes; default 5,000.
+	CollectBooks int
+	Seed         uint64 // convergence: random seed; default random (logged)
 	// Local runs the scenarios that need no real network (propagation,
 	// clock skew, wipe, deletion) on in-process daemons (NewLocal).
 	Local bool

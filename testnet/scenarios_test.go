@@ -32,15 +32,15 @@ func TestFarFutureClock(t *testing.T) { FarFutureClock(t, params(), nil) }
 func TestCrash(t *testing.T)          { Crash(t, params(), nil) }
 func TestWipe(t *testing.T)           { Wipe(t, params(), nil) }
 func TestDeletion(t *testing.T)       { Deletion(t, params(), nil) }
-func TestRestart(t *testing.T)        { Restart(t, params(), nil) }
-func TestLostPeer(t *testing.T)       { LostPeer(t, params(), nil) }
-func TestBigHeal(t *testing.T)        { BigHeal(t, params(), nil) }
-func TestManyDevices(t *testing.T)    { ManyDevices(t, params(), nil) }
-func TestJoinLibrary(t *testing.T)    { JoinLibrary(t, params(), nil) }
-func TestCollect(t *testing.T)        { Collect(t, params(), nil) }
-func TestCollectRestore(t *testing.T) { CollectRestore(t, params(), nil) }
+func TestRestart(t *testing.T)        { long(t); Restart(t, params(), nil) }
+func TestLostPeer(t *testing.T)       { long(t); LostPeer(t, params(), nil) }
+func TestBigHeal(t *testing.T)        { long(t); BigHeal(t, params(), nil) }
+func TestManyDevices(t *testing.T)    { long(t); ManyDevices(t, params(), nil) }
+func TestJoinLibrary(t *testing.T)    { long(t); JoinLibrary(t, params(), nil) }
+func TestCollect(t *testing.T)        { long(t); Collect(t, params(), nil) }
+func TestCollectRestore(t *testing.T) { long(t); CollectRestore(t, params(), nil) }
 
-func TestRestoreWrites(t *testing.T) { RestoreWrites(t, params(), nil) }
+func TestRestoreWrites(t *testing.T) { long(t); RestoreWrites(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
@@ -49,11 +49,23 @@ func TestLongPartition(t *testing.T) {
 	LongPartition(t, params(), nil)
 }
 
+// long skips a scenario that takes long under -short: the race tier of CI
+// runs the others, on daemons built with the race detector, and the whole
+// list runs in the plain tier.
+func long(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a long scenario; it runs without -short")
+	}
+}
+
 // TestLocal runs the scenarios that need no real network on in-process
 // daemons: quick, and possible without root.
 func TestLocal(t *testing.T) {
 	p := params()
-	p.Local, p.Nodes, p.Writes = true, 3, 30
+	// In one process, every daemon on the test's CPU and, under -race,
+	// every one instrumented: a tenth of the collect scenario's books.
+	p.Local, p.Nodes, p.Writes, p.CollectBooks = true, 3, 30, 500
 	for _, s := range []Scenario{{"deletion", Deletion}, {"clock-skew", ClockSkew}, {"far-future-clock", FarFutureClock}, {"wipe", Wipe}, {"propagation", Propagation}, {"collect", Collect}} {
 		t.Run(s.Name, func(t *testing.T) { s.Run(t, p, nil) })
 	}

@@ -260,6 +260,11 @@ func (nt *Net) logf(format string, args ...any) {
 
 // nodeLog logs one line of a node's log, prefixed with its name.
 func (nt *Net) nodeLog(name, line string) {
+	// A daemon built with the race detector reports a race on stderr and
+	// goes on; the scenario must not pass with it.
+	if strings.HasPrefix(line, "WARNING: DATA RACE") {
+		nt.t.Errorf("%s: the race detector found a data race; its report is in %s's log", name, name)
+	}
 	if !nt.cfg.quiet {
 		nt.logf("%s: %s", name, line)
 	}
