@@ -43,24 +43,31 @@ func sniffWarnings(head []byte, res bookkey.Result, forced bookkey.Encoding) []s
 	var out []string
 	utf16 := looksUTF16(head)
 	switch {
-	case utf16 == "little-endian" && res.Encoding != bookkey.UTF16LE,
-		utf16 == "big-endian" && res.Encoding != bookkey.UTF16BE:
+	case utf16 == "little-endian" && res.Encoding != bookkey.UTF16LE:
 		out = append(out, fmt.Sprintf("this looks like UTF-16 (%s) without a byte-order mark, but was read as %s: try --encoding utf-16 (which reads little-endian when there is no mark)", utf16, res.Encoding))
+	case utf16 == "big-endian" && res.Encoding != bookkey.UTF16BE:
+		out = append(out, fmt.Sprintf("this looks like UTF-16 (%s) without a byte-order mark, but was read as %s: try --encoding utf-16be", utf16, res.Encoding))
 	case utf16 == "" && looksBinary(head):
 		out = append(out, "this does not look like text (NUL or other control bytes): its key is unlikely to match the book's on other devices")
 	}
 	if forced != bookkey.Auto && utf16 == "" {
-		if auto := guessEncoding(head); auto != forced {
+		if auto := guessEncoding(head); !sameEncoding(auto, forced) {
 			out = append(out, fmt.Sprintf("read as %s as --encoding asked, but it looks like %s: the key differs from what other devices compute", forced, auto))
 		}
 	}
 	return out
 }
 
-// looksUTF16 reports "little-endian" or "big-endian" if every other byte of
-// head is mostly zero, as in UTF-16 text of Latin script, "" otherwise.
-// (UTF-16 of CJK text has no such pattern; without a BOM nothing tells it
-// from other bytes, which is why the auto mode does not guess it.)
+// looksUTF16 reports "little-endian" or "big-endian" if head reads as UTF-16
+// text in that byte order without a byte-order mark, "" otherwise. Two
+// signs count: every other byte mostly zero, as in UTF-16 of Latin script;
+// or, for CJK text, whose code units have no zero byte, nearly every code
+// unit in that order being a character of Chinese text (ideographs, CJK and
+// fullwidth punctuation, printable ASCII, blanks) while the other order
+// reads as much less of it. The second sign is what tells a Chinese UTF-16
+// file from GBK, which GB18030 decodes without error: GBK's byte pairs
+// read as UTF-16 land in those ranges far less often. The auto mode still
+// does not guess either: a wrong guess there would change a good key.
 func looksUTF16(head []byte) string {
 	if len(head) < 16 {
 		return ""
@@ -78,7 +85,60 @@ func looksUTF16(head []byte) string {
 	case zeros[0] > half*3/10 && zeros[1] < half/20:
 		return "big-endian"
 	}
+	le, be := chineseShare(head, false), chineseShare(head, true)
+	switch {
+	case le >= 90 && be < 70:
+		return "little-endian"
+	case be >= 90 && le < 70:
+		return "big-endian"
+	}
 	return ""
+}
+
+// chineseShare is the percentage of head's UTF-16 code units, in the byte
+// order bigEndian says, that are characters of Chinese text. A surrogate
+// pair counts as one character of it (rare ideographs live there); an
+// unpaired surrogate does not.
+func chineseShare(head []byte, bigEndian bool) int {
+	n := len(head) / 2
+	if n == 0 {
+		return 0
+	}
+	unit := func(i int) uint16 {
+		if bigEndian {
+			return uint16(head[2*i])<<8 | uint16(head[2*i+1])
+		}
+		return uint16(head[2*i+1])<<8 | uint16(head[2*i])
+	}
+	good := 0
+	for i := 0; i < n; i++ {
+		u := unit(i)
+		switch {
+		case u == '\t' || u == '\n' || u == '\r',
+			u >= 0x20 && u < 0x7f,     // ASCII
+			u >= 0x2000 && u < 0x2070, // general punctuation
+			u >= 0x3000 && u < 0x3040, // CJK symbols and punctuation
+			u >= 0x3400 && u < 0x4dc0, // CJK extension A
+			u >= 0x4e00 && u < 0xa000, // CJK unified ideographs
+			u >= 0xff00 && u < 0xfff0: // fullwidth forms
+			good++
+		case u >= 0xd800 && u < 0xdc00 && i+1 < n:
+			if next := unit(i + 1); next >= 0xdc00 && next < 0xe000 {
+				good += 2
+				i++
+			}
+		}
+	}
+	return good * 100 / n
+}
+
+// sameEncoding reports whether a and b read text alike: utf-16 with a
+// byte-order mark is utf-16le or utf-16be as the mark says.
+func sameEncoding(a, b bookkey.Encoding) bool {
+	utf16 := func(e bookkey.Encoding) bool {
+		return e == bookkey.UTF16 || e == bookkey.UTF16LE || e == bookkey.UTF16BE
+	}
+	return a == b || utf16(a) && utf16(b)
 }
 
 // looksBinary reports whether head holds a NUL, or more than one byte in a

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/danyue/danyue/bookkey"
+	"golang.org/x/text/encoding/simplifiedchinese"
+	"golang.org/x/text/transform"
 )
 
 // Issue 16: `danyue key` warns when the key is likely not what the user
@@ -27,6 +29,7 @@ func TestKeyWarnings(t *testing.T) {
 		return b
 	}
 	text := "It was the best of times, it was the worst of times.\n"
+	chinese := "第一章　范进中举\r\n\r\n　　话说山东兖州府汶上县有个乡村，叫做薛家集。这集上有百十来人家，都是务农为业。村口一个观音庵，殿宇三间之外，另还有十几间空房子，后门临着水次。\r\n"
 	tests := []struct {
 		name   string
 		head   []byte
@@ -46,6 +49,14 @@ func TestKeyWarnings(t *testing.T) {
 		{"utf-8 forced as gb18030", []byte("你好，世界。\n"), bookkey.GB18030, bookkey.GB18030, "looks like utf-8"},
 		{"gbk forced as utf-8", []byte{0xc4, 0xe3, 0xba, 0xc3, 0x0a}, bookkey.UTF8, bookkey.UTF8, "looks like gb18030"},
 		{"utf-8 forced as utf-8", []byte(text), bookkey.UTF8, bookkey.UTF8, ""},
+		// Issue 49: Chinese UTF-16 has no zero bytes to tell it by.
+		{"chinese utf-16le without a BOM", utf16le(chinese), bookkey.GB18030, bookkey.Auto, "try --encoding utf-16 "},
+		{"chinese utf-16be without a BOM", utf16be(chinese), bookkey.GB18030, bookkey.Auto, "try --encoding utf-16be"},
+		{"chinese utf-16le forced", utf16le(chinese), bookkey.UTF16LE, bookkey.UTF16, ""},
+		{"chinese utf-16be forced", utf16be(chinese), bookkey.UTF16BE, bookkey.UTF16BE, ""},
+		{"chinese gbk", gbk(t, chinese), bookkey.GB18030, bookkey.Auto, ""},
+		{"chinese gbk forced", gbk(t, chinese), bookkey.GB18030, bookkey.GB18030, ""},
+		{"utf-16le with a BOM forced as utf-16le", append([]byte{0xff, 0xfe}, utf16le(chinese)...), bookkey.UTF16LE, bookkey.UTF16LE, ""},
 	}
 	for _, tc := range tests {
 		got := sniffWarnings(tc.head, bookkey.Result{Encoding: tc.read}, tc.forced)
@@ -55,6 +66,46 @@ func TestKeyWarnings(t *testing.T) {
 		case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
 			t.Errorf("%s: warnings %q, want one saying %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// gbk encodes s in GBK.
+func gbk(t *testing.T, s string) []byte {
+	t.Helper()
+	b, _, err := transform.Bytes(simplifiedchinese.GBK.NewEncoder(), []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Issue 49: forcing --encoding utf-16 on a Chinese UTF-16 file without a
+// BOM keys it as the UTF-8 copy is keyed, and warns of nothing.
+func TestKeyChineseUTF16WithoutBOM(t *testing.T) {
+	chinese := strings.Repeat("话说山东兖州府汶上县有个乡村，叫做薛家集。\n", 20)
+	var le []byte
+	for _, r := range chinese {
+		le = append(le, byte(r), byte(r>>8))
+	}
+	dir := t.TempDir()
+	u8, u16 := filepath.Join(dir, "utf8.txt"), filepath.Join(dir, "utf16.txt")
+	if err := os.WriteFile(u8, []byte(chinese), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(u16, le, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := runCLIWith(t, nil, "", "key", "--no-link", u8)
+	auto := runCLIWith(t, nil, "", "key", "--no-link", u16)
+	if !strings.Contains(auto.stderr, "try --encoding utf-16") {
+		t.Errorf("auto on Chinese UTF-16LE: stderr %q, want the hint", auto.stderr)
+	}
+	forced := runCLIWith(t, nil, "", "key", "--no-link", "--encoding", "utf-16", u16)
+	if forced.stderr != "" || forced.code != 0 {
+		t.Errorf("forced utf-16: exit %d, stderr %q, want no warning", forced.code, forced.stderr)
+	}
+	if k, w := strings.Fields(forced.stdout), strings.Fields(want.stdout); len(k) == 0 || len(w) == 0 || k[0] != w[0] {
+		t.Errorf("forced utf-16 keyed %q, the UTF-8 copy %q", forced.stdout, want.stdout)
 	}
 }
 
