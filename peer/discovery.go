@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -71,8 +72,22 @@ type discovery struct {
 	entries chan *mdns.ServiceEntry
 	logger  *log.Logger
 
+	// query is mdns.QueryContext; a test replaces it to fail one family.
+	query func(context.Context, *mdns.QueryParam) error
+
 	mu  sync.Mutex
 	off map[string]bool // interfaces where port 5353 cannot be bound
+	// familyOff holds the interfaces and families (true: IPv6) whose query
+	// sockets cannot be bound. One family failing is common and harmless
+	// (IPv4 multicast with no route for it in a fresh network namespace,
+	// IPv6 disabled): the other one still finds peers, so the interface is
+	// turned off only when both are.
+	familyOff map[familyKey]bool
+}
+
+type familyKey struct {
+	iface string
+	v6    bool
 }
 
 func (n *Node) startDiscovery() *discovery {
@@ -80,6 +95,7 @@ func (n *Node) startDiscovery() *discovery {
 		n:       n,
 		entries: make(chan *mdns.ServiceEntry, 64),
 		off:     make(map[string]bool),
+		query:   mdns.QueryContext,
 		logger:  slog.NewLogLogger(n.log.With("component", "mdns").Handler(), slog.LevelDebug),
 	}
 	candidates := n.cfg.MDNSInterfaces
@@ -164,8 +180,11 @@ func (d *discovery) queryOnce() {
 			continue
 		}
 		for _, v6 := range []bool{false, true} {
+			if d.isFamilyOff(d.ifaces[i].Name, v6) {
+				continue
+			}
 			wg.Go(func() {
-				err := mdns.QueryContext(d.n.ctx, &mdns.QueryParam{
+				err := d.query(d.n.ctx, &mdns.QueryParam{
 					Service:     mdnsService,
 					Domain:      "local",
 					Timeout:     queryTimeout,
@@ -178,7 +197,7 @@ func (d *discovery) queryOnce() {
 				switch {
 				case err == nil || d.n.ctx.Err() != nil:
 				case isBindError(err):
-					d.turnOff(d.ifaces[i].Name, err)
+					d.familyFailed(d.ifaces[i].Name, v6, err)
 				default:
 					d.n.log.Debug("mdns: query failed", "iface", d.ifaces[i].Name, "ipv6", v6, "err", err)
 				}
@@ -203,6 +222,31 @@ func (d *discovery) turnOff(iface string, err error) {
 		"iface", iface,
 		"reason", "cannot bind UDP port 5353: another program holds it without sharing it, or the system refuses multicast",
 		"err", err)
+}
+
+// familyFailed stops querying over one family on an interface whose query
+// sockets for it cannot be bound, and turns the interface off when the
+// other family cannot be bound either. One family alone is worth no
+// warning: the other still finds peers.
+func (d *discovery) familyFailed(iface string, v6 bool, err error) {
+	d.mu.Lock()
+	if d.familyOff == nil {
+		d.familyOff = make(map[familyKey]bool)
+	}
+	d.familyOff[familyKey{iface, v6}] = true
+	both := d.familyOff[familyKey{iface, !v6}]
+	d.mu.Unlock()
+	if both {
+		d.turnOff(iface, err)
+		return
+	}
+	d.n.log.Debug("mdns: not querying over this family on this interface, the other one still does", "iface", iface, "ipv6", v6, "err", err)
+}
+
+func (d *discovery) isFamilyOff(iface string, v6 bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.familyOff[familyKey{iface, v6}]
 }
 
 func (d *discovery) isOff(iface string) bool {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,6 +119,7 @@ func TestQueryOffWhenPortHeld(t *testing.T) {
 		ifaces:  []net.Interface{lo},
 		entries: make(chan *mdns.ServiceEntry, 64),
 		off:     make(map[string]bool),
+		query:   mdns.QueryContext,
 		logger:  log.New(io.Discard, "", 0),
 	}
 	d.queryOnce()
@@ -126,4 +128,43 @@ func TestQueryOffWhenPortHeld(t *testing.T) {
 		t.Fatalf("discovery still on after a query could not bind:\n%s", logs)
 	}
 	checkOffLine(t, logs.String(), lo.Name)
+}
+
+// Issue 49: where one family's query sockets cannot be bound (IPv4
+// multicast without a route in a fresh network namespace) and the other's
+// can, discovery works, so nothing is turned off and no WARN line says it
+// is; only the failing family stops being queried.
+func TestOneFamilyFailingIsNoWarning(t *testing.T) {
+	for _, failV6 := range []bool{false, true} {
+		logs := &logbuf.Buffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var mu sync.Mutex
+		queried := map[bool]int{}
+		d := &discovery{
+			n:       &Node{ctx: ctx, log: slog.New(slog.NewTextHandler(logs, nil))},
+			ifaces:  []net.Interface{{Index: 7, Name: "veth0"}},
+			entries: make(chan *mdns.ServiceEntry, 64),
+			off:     make(map[string]bool),
+			logger:  log.New(io.Discard, "", 0),
+			query: func(_ context.Context, p *mdns.QueryParam) error {
+				v6 := p.DisableIPv4
+				mu.Lock()
+				queried[v6]++
+				mu.Unlock()
+				if v6 == failV6 {
+					return errors.New("failed to bind to any multicast udp port")
+				}
+				return nil
+			},
+		}
+		d.queryOnce()
+		d.queryOnce()
+		if d.isOff("veth0") || len(offLines(logs.String())) > 0 {
+			t.Fatalf("failing ipv6=%v: discovery turned off although the other family works:\n%s", failV6, logs)
+		}
+		if queried[failV6] != 1 || queried[!failV6] != 2 {
+			t.Errorf("failing ipv6=%v: queried %v, want the failing family once and the other every round", failV6, queried)
+		}
+	}
 }
