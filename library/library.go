@@ -188,9 +188,10 @@ func (l *Library) init(ctx context.Context) error {
 		return err
 	}
 	// Without a name the device keeps the name it has: a restart (as a
-	// service manager does it, without flags) renames nothing. A new device
-	// takes the hostname.
-	l.cfg.Name = cmp.Or(l.cfg.Name, l.names.get(l.self))
+	// service manager does it, without flags) renames nothing, and neither
+	// does a new database after a repair (the name saved beside the
+	// identity). A new device takes the hostname.
+	l.cfg.Name = cmp.Or(l.cfg.Name, l.names.get(l.self), l.store.DeviceName())
 	if l.cfg.Name == "" {
 		l.cfg.Name, _ = os.Hostname()
 	}
@@ -199,6 +200,9 @@ func (l *Library) init(ctx context.Context) error {
 		if err := l.Rename(ctx, l.cfg.Name); err != nil {
 			return fmt.Errorf("set device name: %w", err)
 		}
+	}
+	if err := l.store.SetDeviceName(ctx, l.cfg.Name); err != nil {
+		return fmt.Errorf("save device name: %w", err)
 	}
 	return nil
 }

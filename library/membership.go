@@ -208,8 +208,10 @@ func (l *Library) Rename(ctx context.Context, name string) error {
 		return err
 	}
 	lib := l.ID()
-	_, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.NameMember(lib, at, name) })
-	return err
+	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.NameMember(lib, at, name) }); err != nil {
+		return err
+	}
+	return l.store.SetDeviceName(ctx, name) // outlives a repair (library.Open)
 }
 
 // ErrNoMember is returned for a device that is not in the library.

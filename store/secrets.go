@@ -61,6 +61,11 @@ type secrets struct {
 	// Previous are the library's superseded secrets, newest first, kept
 	// until every member is known to have the current one.
 	Previous []libraryFile `json:"previous,omitempty"`
+	// Name is the device's own name, kept here as well as in its device
+	// record so that it survives Repair, which moves the database (and the
+	// record) aside: the device comes back under its name, not the
+	// hostname. An older build ignores the field.
+	Name string `json:"name,omitempty"`
 }
 
 type libraryFile struct {
@@ -168,6 +173,26 @@ func (s *Store) SetIdentity(ctx context.Context, key []byte) error {
 	}
 	return s.updateSecrets(ctx, func(sec *secrets) error {
 		sec.Identity = append([]byte(nil), key...)
+		return nil
+	})
+}
+
+// DeviceName returns the device name last saved with SetDeviceName, "" if
+// none was.
+func (s *Store) DeviceName() string {
+	s.secMu.Lock()
+	defer s.secMu.Unlock()
+	return s.secrets.Name
+}
+
+// SetDeviceName saves the device's own name beside its identity, where it
+// outlives the database (see Repair). Saving the name it has writes nothing.
+func (s *Store) SetDeviceName(ctx context.Context, name string) error {
+	if s.DeviceName() == name {
+		return nil
+	}
+	return s.updateSecrets(ctx, func(sec *secrets) error {
+		sec.Name = name
 		return nil
 	})
 }

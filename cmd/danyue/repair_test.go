@@ -54,6 +54,15 @@ func TestCLIDamageAndRepair(t *testing.T) {
 		t.Fatalf("status after losing acknowledged writes: exit %d, want an error naming %q; stdout:\n%s", res.code, last, res.stdout)
 	}
 	b.stop(t)
+	// Issue 49: a store that opens (its loss is being dealt with by the
+	// peers) is not moved aside without --force.
+	res = runCLI(t, nil, "repair", "--data", a.data)
+	if res.code == 0 || !strings.Contains(res.stderr, "healthy") || !strings.Contains(res.stderr, "--force") {
+		t.Fatalf("repair of a store that opens: exit %d, stdout %q, stderr %q; want a refusal naming --force", res.code, res.stdout, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(a.data, "store", "damaged")); err == nil {
+		t.Fatal("repair moved a healthy store aside")
+	}
 
 	if err := os.Remove(filepath.Join(db, "MANIFEST")); err != nil {
 		t.Fatal(err)
@@ -66,13 +75,16 @@ func TestCLIDamageAndRepair(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, filepath.Join(a.data, "store", "damaged")) {
 		t.Fatalf("repair: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
-	r := startDaemonProcAt(t, a.data, "solo")
+	r := startDaemonProcAt(t, a.data, "") // no --name: it keeps its own
 	if res := runCLI(t, nil, "repair", "--data", a.data); res.code != 1 || !strings.Contains(res.stderr, "another danyue daemon") {
 		t.Errorf("repair with the daemon running: exit %d, stderr %q", res.code, res.stderr)
 	}
 	after, err := c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if after.Device.Name != "solo" {
+		t.Errorf("after repair the device is named %q, want solo (its name, not the hostname)", after.Device.Name)
 	}
 	if after.Device.ID != before.Device.ID || after.Library.ID != before.Library.ID || after.Counts.Books != 0 || after.StoreLoss != nil {
 		t.Errorf("after repair: device %s library %s, %d books, loss %v; want device %s library %s, a new empty store",
