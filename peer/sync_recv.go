@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/libp2p/go-libp2p/core/network"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/multiformats/go-multistream"
 )
@@ -35,6 +37,12 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 		st.lastErr = err.Error()
 		info := n.info(st)
 		n.mu.Unlock()
+		if errors.Is(err, errSyncWithdrawn) {
+			// Expected after every forget and leave, and as a peer stops:
+			// not a refusal worth an ERROR, and not a version mismatch.
+			n.log.Info("peer stopped serving sync on this connection; syncing again when it reconnects", "peer", st.id, "device", st.device, "why", "it is shutting down, or it moved to the library's new secret (a device was forgotten or left) and this connection is on the old one")
+			return
+		}
 		if isRefusal(err) {
 			n.log.Error("cannot sync with peer", "peer", st.id, "device", st.device, "err", err)
 			n.events.emit(Event{Kind: PeerRefused, Peer: info, Err: err})
@@ -55,6 +63,29 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 	}
 }
 
+// errSyncWithdrawn is a sync stream the peer declined although it speaks
+// no other sync protocol: its node no longer serves sync on the connection
+// (it is closing, or it is the restricted node of a superseded secret,
+// which serves only rekey, see Config.Restricted).
+var errSyncWithdrawn = errors.New("open sync stream: the peer no longer serves sync on this connection")
+
+// otherSyncProtocol returns a danyue sync protocol other than ours that
+// peer p announced (libp2p's identify, done before a stream opens), "" if
+// none: a peer that announces one is a build of another protocol, one that
+// announces none has only stopped serving ours.
+func (n *Node) otherSyncProtocol(p lpeer.ID) protocol.ID {
+	protos, err := n.host.Peerstore().GetProtocols(p)
+	if err != nil {
+		return ""
+	}
+	for _, id := range protos {
+		if id != ProtocolID && strings.HasPrefix(string(id), "/danyue/sync/") {
+			return id
+		}
+	}
+	return ""
+}
+
 // pull runs one sync stream from st until it fails or ctx ends: it opens
 // the stream on the connection, then runs the protocol on it (puller).
 func (n *Node) pull(ctx context.Context, st *peerState) error {
@@ -65,7 +96,10 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	s, err := n.host.NewStream(hctx, st.id, ProtocolID)
 	cancel()
 	if errors.Is(err, multistream.ErrNotSupported[protocol.ID]{}) {
-		return fmt.Errorf("open sync stream: the peer does not speak %s (a build of another sync protocol): %w", ProtocolID, err)
+		if other := n.otherSyncProtocol(st.id); other != "" {
+			return fmt.Errorf("open sync stream: the peer does not speak %s but %s (a build of another sync protocol): %w", ProtocolID, other, err)
+		}
+		return fmt.Errorf("%w: %w", errSyncWithdrawn, err)
 	}
 	if err != nil {
 		return fmt.Errorf("open sync stream: %w", err)
