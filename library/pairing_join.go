@@ -47,9 +47,14 @@ func (l *Library) findInviter(ctx context.Context, code pair.Code, pairAddr stri
 			return rendezvous.Browse(ctx, channel, nil, log)
 		}
 	}
+	start := time.Now()
 	found, err := browse(bctx, code.Channel, l.log.With("component", "pairing"))
 	if err != nil {
-		return nil, refusef(ErrNoInviter, "no device on this network offers code %d-… (looked for %v): the code may have been used, cancelled or expired (it lasts five minutes), or `danyue invite` is not waiting there; on a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, browseTimeout)
+		looked := time.Since(start).Round(100 * time.Millisecond)
+		if bctx.Err() == nil { // ended before its time: it could not look
+			return nil, refusef(ErrNoInviter, "could not look for code %d-… on this network (stopped after %v: %v); on a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, looked, err)
+		}
+		return nil, refusef(ErrNoInviter, "no device on this network offers code %d-… (looked for %v): the code may have been used, cancelled or expired (it lasts five minutes), or `danyue invite` is not waiting there; on a network without multicast, add --pair-addr HOST:PORT as `danyue invite` prints it", code.Channel, looked)
 	}
 	return found, nil
 }
