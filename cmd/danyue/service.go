@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/xml"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -26,8 +28,8 @@ import (
 func serviceCommand() command {
 	return command{
 		name:    "service",
-		usage:   "[install [--data DIR] [-- DAEMON-FLAGS...] | uninstall | status]",
-		summary: "Start the daemon at logon: on Windows as a per-user Scheduled Task; elsewhere, says how.",
+		usage:   "[install [--data DIR] [-- DAEMON-FLAGS...] | uninstall | status | file]",
+		summary: "Start the daemon at logon: on Windows as a per-user Scheduled Task; elsewhere, says how, and `danyue service file` prints the unit, agent or boot script to install.",
 		run:     runService,
 	}
 }
@@ -57,6 +59,16 @@ func runService(ctx context.Context, e *env, args []string) error {
 	switch action {
 	case "install", "run":
 		// Flags for the daemon come after "--"; the task passes them on.
+	case "file":
+		if len(rest) > 0 {
+			return &usageError{msg: fmt.Sprintf("service file takes no arguments, got %q", rest), hint: "danyue service"}
+		}
+		f, ok := serviceFile(runtime.GOOS)
+		if !ok {
+			return &usageError{msg: fmt.Sprintf("there is no service file for %s", runtime.GOOS), hint: "danyue service"}
+		}
+		_, err := io.WriteString(e.stdout, f)
+		return err
 	case "uninstall", "status":
 		if len(rest) > 0 {
 			return &usageError{msg: fmt.Sprintf("service %s takes no arguments, got %q", action, rest), hint: "danyue help service"}
@@ -98,13 +110,43 @@ func serviceMechanism(goos string) string {
 	case "windows":
 		return "a per-user Scheduled Task (danyue service install)"
 	case "darwin":
-		return "a launchd agent (cmd/danyue/launchd/org.danyue.daemon.plist)"
+		return "a launchd agent (danyue service file prints it)"
 	case "android":
-		return "Termux:Boot (cmd/danyue/termux/boot-danyue)"
+		return "Termux:Boot (danyue service file prints its script)"
 	case "linux":
-		return "a systemd user unit (cmd/danyue/systemd/danyue.service)"
+		return "a systemd user unit (danyue service file prints it)"
 	}
-	return "your system's way of starting a program at logon (the systemd unit in cmd/danyue/systemd shows the command)"
+	return "your system's way of starting a program at logon (the systemd unit that danyue service file prints shows the command)"
+}
+
+// The files that start the daemon at logon off Windows, in the binary: a
+// user who installed danyue with go install or a release has no checkout
+// to copy them from.
+var (
+	//go:embed systemd/danyue.service
+	systemdUnit string
+	//go:embed launchd/org.danyue.daemon.plist
+	launchdAgent string
+	//go:embed termux/boot-danyue
+	termuxBoot string
+)
+
+// serviceFile is what "danyue service file" prints on goos. The systemd
+// unit runs the binary that printed it when that path is known: where
+// go install puts it is only the unit's guess.
+func serviceFile(goos string) (string, bool) {
+	switch goos {
+	case "darwin", "ios":
+		return launchdAgent, true
+	case "android":
+		return termuxBoot, true
+	case "windows":
+		return "", false
+	}
+	if exe, err := os.Executable(); err == nil && filepath.IsAbs(exe) && !strings.ContainsAny(exe, " %\"\n") {
+		return strings.Replace(systemdUnit, "ExecStart=%h/go/bin/danyue ", "ExecStart="+exe+" ", 1), true
+	}
+	return systemdUnit, true
 }
 
 // serviceInstructions is what "danyue service" prints on goos: the two
@@ -125,21 +167,24 @@ with another data dir. Flags after "--" go to the daemon:
   danyue service install -- --kosync 0.0.0.0:7200
 `)
 	case "darwin":
-		b.WriteString(`  cp cmd/danyue/launchd/org.danyue.daemon.plist ~/Library/LaunchAgents/
+		b.WriteString(`  danyue service file > ~/Library/LaunchAgents/org.danyue.daemon.plist
   launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/org.danyue.daemon.plist
 
 Logs go to ~/Library/Logs/danyue.log. The plist runs /usr/local/bin/danyue:
 edit its ProgramArguments if danyue is elsewhere (go install puts it in ~/go/bin).
 `)
 	case "android":
-		b.WriteString(`  mkdir -p ~/.termux/boot && cp cmd/danyue/termux/boot-danyue ~/.termux/boot/
+		b.WriteString(`  mkdir -p ~/.termux/boot && danyue service file > ~/.termux/boot/boot-danyue
+  chmod +x ~/.termux/boot/boot-danyue
   ~/.termux/boot/boot-danyue      # start it now; Termux:Boot starts it at every boot
 
 Install the Termux:Boot app and open it once. Logs go to
 ~/.local/share/danyue/danyue.log.
 `)
 	default:
-		b.WriteString(`  install -Dm644 cmd/danyue/systemd/danyue.service ~/.config/systemd/user/danyue.service
+		b.WriteString(`  mkdir -p ~/.config/systemd/user
+  danyue service file > ~/.config/systemd/user/danyue.service
+  systemctl --user daemon-reload
   systemctl --user enable --now danyue
 
 Logs: journalctl --user -u danyue -f

@@ -222,11 +222,40 @@ func TestServiceInstructions(t *testing.T) {
 		{"darwin", "launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/org.danyue.daemon.plist"},
 		{"android", "~/.termux/boot"},
 		{"linux", "systemctl --user enable --now danyue"},
-		{"freebsd", "cmd/danyue/systemd"},
+		{"freebsd", "danyue service file"},
 	} {
-		if got := serviceInstructions(tt.goos); !strings.Contains(got, tt.want) {
+		got := serviceInstructions(tt.goos)
+		if !strings.Contains(got, tt.want) {
 			t.Errorf("instructions for %s lack %q:\n%s", tt.goos, tt.want, got)
 		}
+		// Issue 49: a path in a source checkout is no instruction for
+		// someone who installed a binary.
+		if strings.Contains(got, "cmd/danyue/") {
+			t.Errorf("instructions for %s name a file of the source tree:\n%s", tt.goos, got)
+		}
+	}
+}
+
+// Issue 49: the file to install comes from the binary, and the systemd
+// unit runs the binary that printed it.
+func TestServiceFile(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ goos, want string }{
+		{"linux", "ExecStart=" + exe + " daemon"},
+		{"freebsd", "[Service]"},
+		{"darwin", "<key>ProgramArguments</key>"},
+		{"android", "termux"},
+	} {
+		got, ok := serviceFile(tt.goos)
+		if !ok || !strings.Contains(got, tt.want) {
+			t.Errorf("service file for %s lacks %q:\n%s", tt.goos, tt.want, got)
+		}
+	}
+	if _, ok := serviceFile("windows"); ok {
+		t.Error("a service file for Windows, which has a Scheduled Task")
 	}
 }
 
