@@ -62,7 +62,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	kosyncAddr := fs.String("kosync", "", "serve KOReader's progress sync on this `ADDRESS` (0.0.0.0:7200: reachable from the LAN, for KOReader devices)")
 	kosyncReg := fs.Bool("kosync-registration", false, "let anyone who reaches --kosync create accounts (default: only danyue kosync adduser does)")
 	kosyncPrefix := fs.String("kosync-prefix", "", "serve the progress sync under this URL `PATH` (/kosync), e.g. behind a reverse proxy")
-	pairListen := fs.String("pair-listen", "", "listen for short-code pairing (only while a `danyue invite` code is open) on this `ADDRESS` (default every interface, a port the system picks)")
+	pairListen := fs.String("pair-listen", "", "listen for short-code pairing (only while a code from danyue invite is open) on this `ADDRESS` (default every interface, a port the system picks)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	pos, err := parseArgs(fs, args)

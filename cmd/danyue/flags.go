@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // flagSet is a command's flags and its help text.
@@ -61,4 +63,29 @@ func parseArgs(fs *flagSet, args []string) ([]string, error) {
 		positional = append(positional, rest[0])
 		args = rest[1:]
 	}
+}
+
+// durationFlag defines a flag of a time.Duration whose parse error says
+// what to write: the flag package's own says only "parse error", and a bare
+// number is the mistake people make.
+func durationFlag(fs *flagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var((*durationValue)(&d), name, usage)
+	return &d
+}
+
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err == nil {
+		*d = durationValue(v)
+		return nil
+	}
+	if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+		return fmt.Errorf("a duration needs a unit: write %ss for seconds (or ms, m, h)", s)
+	}
+	return fmt.Errorf("not a duration: write it as 5s, 300ms, 2m or 1h30m")
 }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -120,24 +122,54 @@ func lookup(name string) (command, bool) {
 }
 
 // version says which build this is: the module version (a tag, or a
-// pseudo-version with the commit) or, for a build from a checkout, the
-// commit the go command stamped, and the Go release and platform.
+// pseudo-version with the commit, as go install and go build in a checkout
+// stamp it), the commit, its time and whether the tree had changes, and the
+// Go release and platform.
 func version() string {
-	v, commit := "(devel)", ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi) + fmt.Sprintf(" %s %s/%s", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// versionOf renders the version and version-control facts of bi (nil when
+// the binary carries none). A build without either says so and how to get
+// them, rather than a bare "(devel)".
+func versionOf(bi *debug.BuildInfo) string {
+	v := ""
+	var rev, at string
+	modified := false
+	if bi != nil {
+		if bi.Main.Version != "(devel)" {
 			v = bi.Main.Version
 		}
 		for _, s := range bi.Settings {
-			switch {
-			case s.Key == "vcs.revision" && len(s.Value) >= 12:
-				commit = " " + s.Value[:12]
-			case s.Key == "vcs.modified" && s.Value == "true":
-				commit += "+dirty"
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
 			}
 		}
 	}
-	return fmt.Sprintf("danyue %s%s %s %s/%s", v, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if v == "" && rev == "" {
+		return "danyue (devel: this build carries no version or commit; go install github.com/danyue/danyue/cmd/danyue@latest, or go build in a git checkout without -buildvcs=false, stamps them)"
+	}
+	var facts []string
+	if rev != "" {
+		facts = append(facts, "commit "+rev[:min(len(rev), 12)])
+	}
+	if at != "" {
+		facts = append(facts, at)
+	}
+	if modified {
+		facts = append(facts, "with uncommitted changes")
+	}
+	out := "danyue " + cmp.Or(v, "(devel)")
+	if len(facts) > 0 {
+		out += " (" + strings.Join(facts, ", ") + ")"
+	}
+	return out
 }
 
 func printUsage(w io.Writer) {

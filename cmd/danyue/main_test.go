@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -106,6 +107,59 @@ func TestVersion(t *testing.T) {
 		res := runCLI(t, nil, arg)
 		if res.code != 0 || !strings.HasPrefix(res.stdout, "danyue ") || !strings.Contains(res.stdout, runtime.Version()) || strings.Count(res.stdout, "\n") != 1 {
 			t.Errorf("danyue %s: exit %d, stdout %q; want one line with the build and %s", arg, res.code, res.stdout, runtime.Version())
+		}
+	}
+}
+
+// Issue 49: --version reports the module version and what version control
+// stamped, and says how to get them when the build has neither.
+func TestVersionOf(t *testing.T) {
+	vcs := func(kv ...string) []debug.BuildSetting {
+		var out []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"no build info", nil, "danyue (devel: this build carries no version or commit; "},
+		{"devel, no vcs", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "danyue (devel: "},
+		{"tag", &debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}}, "danyue v0.4.0"},
+		{"checkout", &debug.BuildInfo{
+			Main:     debug.Module{Version: "v0.4.1-0.20261205230000-0123456789ab+dirty"},
+			Settings: vcs("vcs.revision", "0123456789abcdef0123", "vcs.time", "2026-12-05T23:00:00Z", "vcs.modified", "true"),
+		}, "danyue v0.4.1-0.20261205230000-0123456789ab+dirty (commit 0123456789ab, 2026-12-05T23:00:00Z, with uncommitted changes)"},
+		{"devel with vcs", &debug.BuildInfo{
+			Main:     debug.Module{Version: "(devel)"},
+			Settings: vcs("vcs.revision", "0123456789abcdef0123", "vcs.modified", "false"),
+		}, "danyue (devel) (commit 0123456789ab)"},
+	}
+	for _, tc := range tests {
+		got := versionOf(tc.bi)
+		exact := !strings.HasPrefix(tc.want, "danyue (devel: ")
+		if exact && got != tc.want || !exact && !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Issue 49: backquotes in a flag's usage name its placeholder (the flag
+// package's rule), so a quoted command there showed as "-pair-listen
+// danyue invite". Every placeholder is one word.
+func TestFlagPlaceholdersAreOneWord(t *testing.T) {
+	for _, c := range commands() {
+		res := runCLIWith(t, nil, "", c.name, "--help")
+		for line := range strings.Lines(res.stdout) {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			if f := strings.Fields(line); len(f) > 2 {
+				t.Errorf("danyue %s --help: %q has a placeholder of %d words", c.name, strings.TrimSpace(line), len(f)-1)
+			}
 		}
 	}
 }

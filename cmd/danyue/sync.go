@@ -28,7 +28,7 @@ func runSync(ctx context.Context, e *env, args []string) error {
 	// sync runs this device's daemon, or asks the one running.
 	cf := clientFlags{data: daemonDataDirFlag(fs, e), socket: fs.String("socket", "", socketHelp)}
 	once := fs.Bool("once", false, "sync until caught up, then exit (required: danyue daemon syncs continuously)")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up after this `DURATION` (exit status 1)")
+	timeout := durationFlag(fs, "timeout", 30*time.Second, "give up after this `DURATION` (exit status 1)")
 	node := addNodeFlags(fs)
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	pos, err := parseArgs(fs, args)
@@ -54,23 +54,32 @@ func runSync(ctx context.Context, e *env, args []string) error {
 	cfg.Socket, cfg.Logger = *cf.socket, logger
 	d, err := daemon.Start(ctx, cfg)
 	if errors.Is(err, daemon.ErrLocked) {
-		return waitRunning(ctx, e, cf)
+		return timedOut(waitRunning(ctx, e, cf), *timeout, "asking the daemon running on "+*cf.data+" whether it is in sync")
 	}
 	if err != nil {
-		return err
+		return timedOut(err, *timeout, "starting this device's daemon (opening its store, starting the peer network), before any peer was looked for")
 	}
 	report, err := d.SyncOnce(ctx)
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return err
+		return timedOut(err, *timeout, "syncing with the peers")
 	}
 	fmt.Fprintf(e.stdout, "%s\n", report.Summary())
 	if !report.CaughtUp {
 		return errReported
 	}
 	return nil
+}
+
+// timedOut says what --timeout cut short, where the error would otherwise
+// end in a bare "context deadline exceeded".
+func timedOut(err error, timeout time.Duration, what string) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("--timeout %v passed while %s; give it more time, e.g. --timeout %v (%w)", timeout, what, max(2*timeout, 30*time.Second).Round(time.Second), err)
 }
 
 // waitRunning answers sync --once for a data dir whose daemon is running:

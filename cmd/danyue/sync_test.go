@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +81,21 @@ func TestCLISyncOnce(t *testing.T) {
 	startDaemonProcAt(t, b.data, "pocket", "--peer", st.Addresses[0])
 	if res := a.cli(t, "sync", "--once", "--timeout", "30s"); res.code != 0 || !strings.Contains(res.stdout, "in sync with 1 of 1 connected peers") {
 		t.Errorf("sync --once beside a daemon in sync: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+}
+
+// Issue 49: a bare number for a duration says what to write, and a
+// timeout says what it cut short.
+func TestSyncTimeoutTexts(t *testing.T) {
+	res := runCLIWith(t, nil, "", "sync", "--once", "--timeout", "5", "--data", t.TempDir())
+	if res.code != 2 || !strings.Contains(res.stderr, "write 5s") {
+		t.Errorf("--timeout 5: exit %d, stderr %q, want a usage error saying write 5s", res.code, res.stderr)
+	}
+	err := timedOut(fmt.Errorf("set device name: %w", context.DeadlineExceeded), 300*time.Millisecond, "starting this device's daemon")
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.HasPrefix(err.Error(), "--timeout 300ms passed while starting this device's daemon; give it more time, e.g. --timeout 30s") {
+		t.Errorf("timedOut: %v", err)
+	}
+	if other := errors.New("disk full"); timedOut(other, time.Second, "x") != other {
+		t.Error("timedOut changed an error that is no timeout")
 	}
 }
