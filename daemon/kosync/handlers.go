@@ -267,8 +267,11 @@ type progressBody struct {
 	Percentage float64 `json:"percentage"`
 	Progress   string  `json:"progress"`
 	Device     string  `json:"device"`
-	DeviceID   string  `json:"device_id"`
-	Timestamp  int64   `json:"timestamp"`
+	// DeviceID is left out when the push had none, as the reference
+	// server does (it stores only the fields it was given); a push of ""
+	// is then left out too, which no client tells apart.
+	DeviceID  string `json:"device_id,omitempty"`
+	Timestamp int64  `json:"timestamp"`
 }
 
 // healthcheck answers as the reference server does, for monitors and its

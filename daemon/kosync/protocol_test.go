@@ -202,3 +202,21 @@ func TestRegistrationOffByDefault(t *testing.T) {
 	}
 	checkError(t, "auth of the refused account", koreader(t, "GET", s.url+"/users/auth", "alice", aliceKey, ""), http.StatusUnauthorized, 2001)
 }
+
+// Issue 49: a push without device_id reads back without the field, as
+// from the reference server, not with "device_id": "".
+func TestPushWithoutDeviceID(t *testing.T) {
+	s := startServer(t, Config{limits: &noLimits})
+	s.lib.addUser(t, "alice", aliceKey)
+	push := `{"document":"` + docA + `","progress":"1","percentage":0.5,"device":"d"}`
+	checkJSON(t, "push", koreader(t, "PUT", s.url+"/syncs/progress", "alice", aliceKey, push), http.StatusOK)
+	a := koreader(t, "GET", s.url+"/syncs/progress/"+docA, "alice", aliceKey, "")
+	checkJSON(t, "get", a, http.StatusOK)
+	var got map[string]any
+	if err := json.Unmarshal(a.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["device_id"]; ok || got["device"] != "d" {
+		t.Errorf("GET after a push without device_id: %s", a.body)
+	}
+}
