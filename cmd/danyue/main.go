@@ -52,6 +52,7 @@ func commands() []command {
 		repairCommand(),
 		kosyncCommand(),
 		keyCommand(),
+		progressCommand(),
 		serviceCommand(),
 	}
 }
