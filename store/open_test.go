@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -211,5 +212,29 @@ func TestSecrets(t *testing.T) {
 		if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != want {
 			t.Errorf("%s: mode %v (%v), want %v", p, fi.Mode().Perm(), err, want)
 		}
+	}
+}
+
+// Issue 49: badger makes its files with a mode of its own (0666 less the
+// umask, no option for it), so the database directory is what keeps other
+// users out: 0700, also when it existed open before.
+func TestDatabaseDirIsPrivate(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("modes mean nothing on Windows; the data dir's DACL is inherited")
+	}
+	dir := filepath.Join(t.TempDir(), "store")
+	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir, Options{})
+	fi, err := os.Stat(filepath.Join(dir, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("database dir mode %v, want 0700", fi.Mode().Perm())
 	}
 }

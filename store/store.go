@@ -231,7 +231,12 @@ func (s *Store) lockDir() error {
 // openDB opens badger, with its compactors if compactors is set
 // (compact.go), mapping its errors to the store's.
 func (s *Store) openDB(compactors bool) (db *badger.DB, err error) {
-	if err := os.MkdirAll(s.dbDir, 0o700); err != nil {
+	// badger (and the mmap files of ristretto under it) creates its files
+	// 0666 less the umask and has no option for the mode; chmod after it
+	// made them would leave a window and miss the files it makes later. So
+	// the directory is what keeps other users out: 0700, tightened if an
+	// older build or a restored backup left it open.
+	if _, err := MakePrivateDir(s.dbDir); err != nil {
 		return nil, ioErr(s.dir, "create the database directory", err)
 	}
 	if err := s.checkFiles(); err != nil {
