@@ -64,6 +64,7 @@ type peerState struct {
 	theyPull    bool   // its pull from us has said hello on this connection
 	acked       uint64 // our sequence number it has merged up to
 	dialsActive int    // dials to it under way
+	round       syncRound
 
 	echo echoSet
 }

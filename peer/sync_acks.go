@@ -124,6 +124,7 @@ func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	st.acked = max(st.acked, a.Seq)
+	n.noteSyncLocked(st)
 	n.progressedLocked()
 	return nil
 }

@@ -288,6 +288,7 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 	n.kn.noteCursor(st.device, mark{theirs.Epoch, from})
 	n.mu.Lock()
 	st.merged = from
+	n.noteSyncLocked(st)
 	n.progressedLocked()
 	n.mu.Unlock()
 	return nil
@@ -377,6 +378,7 @@ func (p *puller) receive(ctx context.Context) error {
 	n.mu.Lock()
 	st.merged, st.remoteLast, st.lastSeen = p.cursor, b.Last, n.now()
 	st.recordsIn += uint64(len(entries))
+	n.noteSyncLocked(st)
 	n.progressedLocked()
 	n.mu.Unlock()
 	// Tells the sender how far it is delivered (SyncOnce waits on it):
@@ -477,6 +479,7 @@ func (n *Node) helloDone(st *peerState, h hello, offset time.Duration, cursor ui
 	st.merged, st.remoteLast, st.lastSeen, st.lastErr = cursor, h.Last, n.now(), ""
 	first := !st.announced && st.connected
 	st.announced = st.announced || st.connected
+	n.noteSyncLocked(st)
 	n.progressedLocked()
 	info := n.info(st)
 	warn := info.ClockSkewed && !st.skewWarned

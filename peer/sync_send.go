@@ -117,6 +117,7 @@ func (n *Node) serve(s stream, abort func(), remote lpeer.ID) (refused bool, err
 	// The puller's cursor is its own word on how far it has merged us.
 	snd.st.theyPull, snd.st.acked = true, cursor
 	snd.st.fanout = snd.fo
+	n.noteSyncLocked(snd.st)
 	n.progressedLocked()
 	n.mu.Unlock()
 	// The puller sends nothing more but acks, direct lists and answers, an
@@ -340,6 +341,7 @@ func (snd *sender) sendBatch(cursor, seq, last uint64, p *passResult, whole bool
 	n.stats.batchSent(p)
 	n.mu.Lock()
 	snd.st.recordsOut += uint64(len(p.records))
+	n.noteSyncLocked(snd.st)
 	n.mu.Unlock()
 	if err := n.writeFrame(snd.s, snd.out.Bytes()); err != nil {
 		return fmt.Errorf("send batch: %w", err)
