@@ -71,6 +71,8 @@ type webBackend struct{ d *Daemon }
 
 func (b webBackend) Status(ctx context.Context) (api.Status, error) { return b.d.status(), nil }
 
+func (b webBackend) Devices(ctx context.Context) ([]api.Member, error) { return b.d.devices(), nil }
+
 func (b webBackend) Books(ctx context.Context, each func(api.Book) error) error {
 	v := b.d.viewer()
 	return b.d.store.Scan(ctx, crdt.KindBook, func(e crdt.Entry) error { return each(v.book(&e.Book)) })

@@ -53,6 +53,8 @@ type peerRow struct {
 	LastSeen     when
 	Clock        string
 	ClockWarning string
+	// Never: a member this device has no record of having met.
+	Never bool
 }
 
 type bookRow struct {
@@ -118,14 +120,11 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, name, inviteCode
 		Clock:   st.ClockWarnings,
 		Pairing: st.PairingWarnings,
 	}
-	for _, p := range st.Peers {
-		v.Peers = append(v.Peers, peerRow{
-			Name: cmp.Or(p.Name, "(unnamed)"), Device: p.Device,
-			Connected: p.Connected, InSync: p.InSync, Behind: p.Behind,
-			LastSeen: whenOf(p.LastSeen, now), Clock: offsetText(p.ClockOffsetMs),
-			ClockWarning: p.ClockWarning,
-		})
+	members, err := s.b.Devices(ctx)
+	if err != nil {
+		return err
 	}
+	v.Peers = peerRows(st.Peers, members, now)
 	v.Shelf, v.Deleted, v.Hidden = c.rows(now)
 	v.Koreader = koreader(v.Shelf, v.Deleted, c.linkedOnShelf, ko, v.Q, now)
 	if inviteCode != "" {
@@ -309,7 +308,7 @@ func duration(ms uint64) string {
 	d := time.Duration(ms) * time.Millisecond
 	switch {
 	case d == 0:
-		return "0"
+		return "0 min" // a bare 0 says nothing of what it counts
 	case d < time.Minute:
 		return fmt.Sprintf("%d s", int(d/time.Second))
 	case d < time.Hour:
@@ -336,6 +335,9 @@ type chart struct {
 	Width, Height int
 	Total, Max    string
 	First, Last   string
+	// Scale labels the height: the busiest day's time at the top, half of
+	// it midway, zero at the bottom; empty when no day had any reading.
+	Scale []string
 }
 
 type bar struct {
@@ -355,6 +357,9 @@ func makeChart(d api.Daily) chart {
 		most = max(most, day.Ms)
 	}
 	c.Max = duration(most)
+	if most > 0 {
+		c.Scale = []string{duration(most), duration(most / 2), duration(0)}
+	}
 	if len(d.Days) > 0 {
 		c.First, c.Last = d.Days[0].Day, d.Days[len(d.Days)-1].Day
 	}
@@ -369,6 +374,34 @@ func makeChart(d api.Daily) chart {
 		c.Bars = append(c.Bars, bar{X: i*barStep + 1, Y: chartHeight - h, W: barStep - 2, H: h, Label: day.Day + ": " + duration(day.Ms)})
 	}
 	return c
+}
+
+// peerRows are the other devices: those the network knows of, then the
+// members it has not met since it started (never connected, or not since
+// a restart or a new library secret), which the member list knows of.
+func peerRows(peers []api.Peer, members []api.Member, now time.Time) []peerRow {
+	var rows []peerRow
+	shown := make(map[string]bool, len(peers))
+	for _, p := range peers {
+		shown[p.Device] = true
+		rows = append(rows, peerRow{
+			Name: cmp.Or(p.Name, "(unnamed)"), Device: p.Device,
+			Connected: p.Connected, InSync: p.InSync, Behind: p.Behind,
+			LastSeen: whenOf(p.LastSeen, now), Clock: offsetText(p.ClockOffsetMs),
+			ClockWarning: p.ClockWarning,
+		})
+	}
+	for _, m := range members {
+		if m.Self || m.Removed || shown[m.ID] {
+			continue
+		}
+		row := peerRow{Name: cmp.Or(m.Name, "(unnamed)"), Device: m.ID, LastSeen: whenOf(m.LastSeen, now), Clock: "not known", Never: m.LastSeen == nil}
+		if m.ClockOffsetMs != nil {
+			row.Clock = offsetText(*m.ClockOffsetMs)
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // qrSVG draws code as an inline SVG QR code: one path of unit squares. It

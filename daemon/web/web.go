@@ -40,6 +40,9 @@ type Backend interface {
 	// too, one at a time: the page keeps only what it shows, so a shelf of
 	// any size costs it the same memory.
 	Books(ctx context.Context, each func(api.Book) error) error
+	// Devices is the library's member list (GET /v1/devices): the page
+	// shows the members no connection has told it of too.
+	Devices(ctx context.Context) ([]api.Member, error)
 	// Kosync is every KOReader account's place in every document, with
 	// the book a document is linked to.
 	Kosync(ctx context.Context) ([]api.KosyncProgress, error)

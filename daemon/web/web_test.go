@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,17 @@ func (f *fakeBackend) Status(context.Context) (api.Status, error) {
 			{Device: "00000000000000bb", Name: "phone", Connected: true, InSync: true, LastSeen: &seen, ClockOffsetMs: -1500},
 			{Device: "00000000000000cc", Name: "tablet", Connected: true, Behind: 12, LastSeen: &seen},
 		},
+	}, nil
+}
+
+func (f *fakeBackend) Devices(context.Context) ([]api.Member, error) {
+	seen := "2026-12-01T10:00:00Z"
+	return []api.Member{
+		{ID: "00000000000000aa", Name: "书房", Self: true},
+		{ID: "00000000000000bb", Name: "phone", Connected: true, LastSeen: &seen},
+		{ID: "00000000000000cc", Name: "tablet", Connected: true, LastSeen: &seen},
+		{ID: "00000000000000dd", Name: "nas"}, // paired, never met here
+		{ID: "00000000000000ee", Name: "old kindle", Removed: true},
 	}, nil
 }
 
@@ -349,6 +361,16 @@ func TestPageShowsLibraryEscaped(t *testing.T) {
 			t.Errorf("page lacks %q", want)
 		}
 	}
+	// Issue 49: a member never connected is on the page, a forgotten one
+	// is not.
+	_, nas, _ := strings.Cut(body, `data-device="00000000000000dd"`)
+	nas, _, _ = strings.Cut(nas, "</li>")
+	if !strings.Contains(nas, "nas") || !strings.Contains(nas, "not met yet") || !strings.Contains(nas, "last seen <time title=\"\">never</time>") {
+		t.Errorf("the member never met: %q", nas)
+	}
+	if strings.Contains(body, "old kindle") {
+		t.Error("a forgotten device is among the devices")
+	}
 }
 
 func TestSearch(t *testing.T) {
@@ -447,7 +469,7 @@ func TestFormats(t *testing.T) {
 	for _, tc := range []struct {
 		got, want string
 	}{
-		{duration(0), "0"},
+		{duration(0), "0 min"}, // issue 49: "read 0" had no unit
 		{duration(40_000), "40 s"},
 		{duration(12 * 60_000), "12 min"},
 		{duration(125 * 60_000), "2 h 05 min"},
@@ -476,8 +498,12 @@ func TestChartScalesToTheBusiestDay(t *testing.T) {
 			t.Errorf("bar %d: height %d at y %d, want height %d on the baseline", i, b.H, b.Y, want)
 		}
 	}
-	if empty := makeChart(api.Daily{Days: []api.Day{{Day: "a"}}}); empty.Bars[0].H != 0 {
-		t.Error("a day without reading has a bar")
+	if empty := makeChart(api.Daily{Days: []api.Day{{Day: "a"}}}); empty.Bars[0].H != 0 || len(empty.Scale) != 0 {
+		t.Error("a day without reading has a bar or a scale")
+	}
+	// Issue 49: the height has a scale, the busiest day at the top.
+	if want := []string{"1 h 00 min", "30 min", "0 min"}; !slices.Equal(c.Scale, want) {
+		t.Errorf("scale %q, want %q", c.Scale, want)
 	}
 }
 
