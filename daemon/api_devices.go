@@ -81,6 +81,11 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 			out.ClockOffsetMs = &off
 		}
 	}
+	if out.LastSeen == nil && !out.Self {
+		// Not met by the current node (a new secret since), but by an
+		// earlier one of this daemon.
+		out.LastSeen = d.seen.get(m.ID)
+	}
 	return out
 }
 

@@ -93,6 +93,7 @@ type Daemon struct {
 	// readToken grants permRead on --http (DATA/api-token-read).
 	readToken string
 	hub       *hub
+	seen      lastSeen // when each device was last connected (seen.go)
 
 	// closing is closed when Close starts (by stop): it ends the handlers
 	// that wait (event streams, long polls).

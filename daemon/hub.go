@@ -76,6 +76,7 @@ func (d *Daemon) publish(ev library.Event) {
 	case library.BookDeleted:
 		d.hub.publish(Event{Type: "deleted", Data: d.viewer().deleted(&ev.Book)})
 	case library.PeerConnected, library.PeerDisconnected:
+		d.seen.note(ev.Device, d.now())
 		d.hub.publish(Event{Type: "peer", Data: api.PeerEvent{Device: ev.Device.String(), Name: ev.Name, Connected: ev.Kind == library.PeerConnected}})
 	}
 }

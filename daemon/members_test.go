@@ -95,6 +95,12 @@ func TestForgottenDeviceIsRefused(t *testing.T) {
 		m, _ := member(t, a, bID)
 		return m.Removed && !m.Connected && len(a.nodeConns(b)) == 0
 	})
+	// Issue 49: the device was connected before it was forgotten; the
+	// new library secret's node has not met it, but the member list still
+	// says when it was last seen, not "never".
+	if m, _ := member(t, a, bID); m.LastSeen == nil {
+		t.Errorf("A lists the forgotten phone, which it synced with, as never seen: %+v", m)
+	}
 	// B keeps redialling A, its inviter; every attempt is refused, and
 	// what it writes stays with it. C's writes still reach A.
 	mustDo(b.client.SetPosition(ctx, keyB, 7, 0.01, "written after being forgotten"))(t)
