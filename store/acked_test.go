@@ -143,6 +143,9 @@ func TestRepair(t *testing.T) {
 	if err := s.SetLibrary(context.Background(), lib); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.SetDeviceName(context.Background(), "书房"); err != nil {
+		t.Fatal(err)
+	}
 	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 1, 10, 1)}})
 	epoch := s.Epoch()
 	if _, err := Repair(dir); !errors.Is(err, ErrLocked) {
@@ -159,6 +162,10 @@ func TestRepair(t *testing.T) {
 	s = open(t, dir, Options{})
 	if got, _ := s.Library(); got != lib {
 		t.Errorf("library after repair: %v, want %v", got, lib)
+	}
+	// Issue 49: the device's name is kept beside its identity.
+	if got := s.DeviceName(); got != "书房" {
+		t.Errorf("device name after repair: %q, want 书房", got)
 	}
 	if s.Epoch() == epoch || s.LastSeq() != 0 {
 		t.Errorf("after repair: epoch %d (was %d), LastSeq %d; want a new, empty store", s.Epoch(), epoch, s.LastSeq())
