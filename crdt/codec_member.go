@@ -12,6 +12,9 @@ type wireMember struct {
 	Added   *wireAdded  `cbor:"2,keyasint,omitempty"`
 	Removed *wireStamp  `cbor:"3,keyasint,omitempty"`
 	Names   []*wireText `cbor:"4,keyasint,omitempty"`
+	// Epoch is the addition's epoch, absent when 0 (an older build's
+	// record encodes as it did).
+	Epoch uint64 `cbor:"5,keyasint,omitempty"`
 }
 
 type wireAdded struct {
@@ -29,6 +32,7 @@ func (m *Member) wire() *wireMember {
 	w := &wireMember{Library: bytes.Clone(m.Library[:]), ID: uint64(m.ID), Removed: stampWire(m.Removed)}
 	if !m.Added.IsZero() {
 		w.Added = &wireAdded{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: uint64(m.Added.Device), By: uint64(m.AddedBy)}
+		w.Epoch = m.AddedEpoch
 	}
 	for _, n := range m.Names {
 		w.Names = append(w.Names, textWire(n))
@@ -40,7 +44,7 @@ func (w *wireMember) domain() (Member, error) {
 	if len(w.Library) != len(LibraryID{}) {
 		return Member{}, invalidf("member record with a library id of %d bytes", len(w.Library))
 	}
-	m := Member{ID: DeviceID(w.ID), Removed: w.Removed.domain()}
+	m := Member{ID: DeviceID(w.ID), Removed: w.Removed.domain(), AddedEpoch: w.Epoch}
 	copy(m.Library[:], w.Library)
 	if w.Added != nil {
 		m.Added = Timestamp{Wall: w.Added.Wall, Logical: w.Added.Logical, Device: DeviceID(w.Added.Device)}

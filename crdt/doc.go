@@ -30,9 +30,11 @@
 //	KosyncProgress last-writer-wins register of {progress, percentage,
 //	               device, device id}: the larger timestamp wins, so the
 //	               newest write by causal time wins, not the last to arrive
-//	Member         earliest addition, earliest removal (a removal wins over
-//	               every addition), bounded grow-only set of names, so the
-//	               name a device had at any time is known (member.go)
+//	Member         the addition of the newest epoch of the library's
+//	               secret, the earliest of it; the earliest removal (a
+//	               removal wins over every addition); a bounded grow-only
+//	               set of names, so the name a device had at any time is
+//	               known (member.go)
 //
 // A register's ties (equal timestamps, which correct devices never produce)
 // are broken by content, so that even a broken peer cannot make two replicas

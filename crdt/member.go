@@ -17,15 +17,22 @@ type LibraryID [16]byte
 // kept. A position older than every kept name shows the oldest kept one.
 const MaxMemberNames = 16
 
-// Member is one device's membership of a library: who added it and when,
-// whether it was removed, and the names it has had. It is keyed by
-// (library, device).
+// Member is one device's membership of a library: who added it, when and
+// in which epoch of the library's secret, whether it was removed, and the
+// names it has had. It is keyed by (library, device).
 //
-//	Added, AddedBy  the earliest addition wins (then the smaller adder): a
-//	                device is added once, by whoever paired it or by itself
-//	                when it made the library; later additions (a device
-//	                adding itself when it starts, a member adding a device it
-//	                heard from) change nothing once one is known
+//	Added, AddedBy, AddedEpoch
+//	                the addition of the newest epoch wins, then the
+//	                earliest, then the smaller adder: a device is added by
+//	                the member that paired it, in the epoch it paired it
+//	                in, or by itself when it made the library. What an
+//	                addition is worth (whether the device is a member now)
+//	                is not the record's to say: an addition made before a
+//	                rotation of the secret counts only for a device the
+//	                rotation carried over, which the library decides
+//	                (library/doc.go). So a device paired again in a later
+//	                epoch takes that epoch's addition, and an older one
+//	                never hides it.
 //	Removed         the earliest removal wins; once removed, a device is
 //	                removed for good, whatever additions come later: a
 //	                removal wins. Removed.Device is the device that removed it.
@@ -34,15 +41,25 @@ const MaxMemberNames = 16
 //	                newest write at or before it, so a rename never rewrites
 //	                what history showed
 //
-// Each field is a semilattice (min, min, bounded union), so the record is one.
+// Each field is a semilattice (max then min, min, bounded union), so the
+// record is one.
+//
+// An addition is written by its adder: AddedBy is the device of Added.
+// Records of older builds may say otherwise (a joiner recorded its
+// inviter's addition itself); they carry no epoch, and an addition that
+// carries one must be its adder's own.
 type Member struct {
 	Library LibraryID
 	ID      DeviceID
 
 	Added   Timestamp // zero in a record that only names or removes
 	AddedBy DeviceID  // zero exactly when Added is
-	Removed Timestamp // zero while a member
-	Names   []Text    // ascending by (At, Value), no duplicates, each written
+	// AddedEpoch is the epoch of the library's secret the addition was
+	// made in: 0 for a library whose secret never rotated, and in records
+	// of older builds.
+	AddedEpoch uint64
+	Removed    Timestamp // zero while a member
+	Names      []Text    // ascending by (At, Value), no duplicates, each written
 }
 
 // MemberEntry wraps a member record.
@@ -81,13 +98,14 @@ func (m *Member) NameAt(t Timestamp) string {
 	return ""
 }
 
-// AddMember records, as of at, that device id was added to the library by
-// device by (the inviter of a pairing, or id itself).
-func AddMember(lib LibraryID, id, by DeviceID, at Timestamp) (Entry, error) {
+// AddMember records, as of at, that device id was added to the library
+// by at.Device (the inviter of a pairing, or id itself when it made the
+// library), in the library's epoch epoch.
+func AddMember(lib LibraryID, id DeviceID, at Timestamp, epoch uint64) (Entry, error) {
 	if err := checkStamp(at); err != nil {
 		return Entry{}, err
 	}
-	m := Member{Library: lib, ID: id, Added: at, AddedBy: by}
+	m := Member{Library: lib, ID: id, Added: at, AddedBy: at.Device, AddedEpoch: epoch}
 	if err := m.validate(); err != nil {
 		return Entry{}, err
 	}
@@ -127,7 +145,7 @@ func NameMember(lib LibraryID, at Timestamp, name string) (Entry, error) {
 func (m *Member) Merge(o *Member) bool {
 	changed := false
 	if !o.Added.IsZero() && (m.Added.IsZero() || compareAdd(o, m) < 0) {
-		m.Added, m.AddedBy = o.Added, o.AddedBy
+		m.Added, m.AddedBy, m.AddedEpoch = o.Added, o.AddedBy, o.AddedEpoch
 		changed = true
 	}
 	if !o.Removed.IsZero() && (m.Removed.IsZero() || o.Removed.Compare(m.Removed) < 0) {
@@ -141,7 +159,12 @@ func (m *Member) Merge(o *Member) bool {
 	return changed
 }
 
+// compareAdd orders two additions, the one that wins first: the newer
+// epoch, then the earlier stamp, then the smaller adder.
 func compareAdd(a, b *Member) int {
+	if c := cmp.Compare(b.AddedEpoch, a.AddedEpoch); c != 0 {
+		return c
+	}
 	if c := a.Added.Compare(b.Added); c != 0 {
 		return c
 	}
@@ -211,6 +234,9 @@ func (m *Member) validate() error {
 	}
 	if m.Added.IsZero() != (m.AddedBy == 0) {
 		return invalidf("member %s: an addition needs both its time and its adder", m.ID)
+	}
+	if m.AddedEpoch != 0 && (m.Added.IsZero() || m.AddedBy != m.Added.Device) {
+		return invalidf("member %s: an addition of epoch %d is written by its adder", m.ID, m.AddedEpoch)
 	}
 	if err := m.Removed.validate(); err != nil {
 		return err

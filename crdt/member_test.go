@@ -25,6 +25,10 @@ var genMember = rapid.Custom(func(t *rapid.T) crdt.Member {
 	if rapid.Bool().Draw(t, "added") {
 		m.Added = genStamp.Draw(t, "added at")
 		m.AddedBy = rapid.SampledFrom([]crdt.DeviceID{devA, devB}).Draw(t, "added by")
+		// An addition of an epoch is its adder's own record.
+		if m.AddedBy == m.Added.Device {
+			m.AddedEpoch = rapid.Uint64Range(0, 3).Draw(t, "epoch")
+		}
 	}
 	if rapid.Bool().Draw(t, "removed") {
 		m.Removed = genStamp.Draw(t, "removed at")
@@ -75,16 +79,23 @@ func TestMemberRemovalWins(t *testing.T) {
 	})
 }
 
-// Rule: the earliest addition says who added a device, so a pairing's
-// addition is not undone by the device adding itself when it starts later.
-func TestMemberEarliestAdditionWins(t *testing.T) {
-	pairing := must(t)(crdt.AddMember(lib1, devB, devA, ts(t0, 0, devA)))
-	self := must(t)(crdt.AddMember(lib1, devB, devB, ts(t0+minute, 0, devB)))
-	for _, order := range [][]crdt.Entry{{pairing, self}, {self, pairing}} {
+// Rule: within an epoch the earliest addition says who added a device, so
+// a pairing's addition is not undone by a later one; an addition of a newer
+// epoch (the device paired again after a rotation) wins over any older
+// one, whatever its stamp.
+func TestMemberAdditionOfTheNewestEpochWins(t *testing.T) {
+	pairing := must(t)(crdt.AddMember(lib1, devB, ts(t0, 0, devA), 2))
+	later := must(t)(crdt.AddMember(lib1, devB, ts(t0+minute, 0, devC), 2))
+	older := must(t)(crdt.AddMember(lib1, devB, ts(t0-minute, 0, devC), 1))
+	for _, order := range [][]crdt.Entry{{pairing, later, older}, {later, older, pairing}, {older, pairing, later}} {
 		got := fold(t, order...)
-		if got.Member.AddedBy != devA || got.Member.Added != pairing.Member.Added || !got.Member.IsMember() {
-			t.Errorf("added by %s at %v, want %s at %v", got.Member.AddedBy, got.Member.Added, devA, pairing.Member.Added)
+		if got.Member.AddedBy != devA || got.Member.Added != pairing.Member.Added || got.Member.AddedEpoch != 2 || !got.Member.IsMember() {
+			t.Errorf("added by %s at %v in epoch %d, want %s at %v in epoch 2", got.Member.AddedBy, got.Member.Added, got.Member.AddedEpoch, devA, pairing.Member.Added)
 		}
+	}
+	again := must(t)(crdt.AddMember(lib1, devB, ts(t0+hour, 0, devC), 3))
+	if got := fold(t, pairing, again, older); got.Member.AddedBy != devC || got.Member.AddedEpoch != 3 {
+		t.Errorf("paired again in epoch 3: added by %s in epoch %d", got.Member.AddedBy, got.Member.AddedEpoch)
 	}
 }
 
@@ -146,9 +157,9 @@ func TestMemberOperationsRefuse(t *testing.T) {
 		name string
 		op   func() (crdt.Entry, error)
 	}{
-		{"no library", func() (crdt.Entry, error) { return crdt.AddMember(crdt.LibraryID{}, devB, devA, at) }},
-		{"no device", func() (crdt.Entry, error) { return crdt.AddMember(lib1, 0, devA, at) }},
-		{"no adder", func() (crdt.Entry, error) { return crdt.AddMember(lib1, devB, 0, at) }},
+		{"no library", func() (crdt.Entry, error) { return crdt.AddMember(crdt.LibraryID{}, devB, at, 1) }},
+		{"no device", func() (crdt.Entry, error) { return crdt.AddMember(lib1, 0, at, 1) }},
+		{"no adder", func() (crdt.Entry, error) { return crdt.AddMember(lib1, devB, crdt.Timestamp{Wall: t0}, 1) }},
 		{"no stamp", func() (crdt.Entry, error) { return crdt.RemoveMember(lib1, devB, crdt.Timestamp{}) }},
 		{"empty name", func() (crdt.Entry, error) { return crdt.NameMember(lib1, at, "") }},
 		{"control character", func() (crdt.Entry, error) { return crdt.NameMember(lib1, at, "a\nb") }},
@@ -165,9 +176,9 @@ func TestMemberOperationsRefuse(t *testing.T) {
 
 // Records of two libraries, or of two devices, are two records.
 func TestMemberIdentity(t *testing.T) {
-	a := must(t)(crdt.AddMember(lib1, devA, devA, ts(t0, 0, devA)))
-	b := must(t)(crdt.AddMember(lib2, devA, devA, ts(t0, 0, devA)))
-	c := must(t)(crdt.AddMember(lib1, devB, devA, ts(t0, 0, devA)))
+	a := must(t)(crdt.AddMember(lib1, devA, ts(t0, 0, devA), 0))
+	b := must(t)(crdt.AddMember(lib2, devA, ts(t0, 0, devA), 0))
+	c := must(t)(crdt.AddMember(lib1, devB, ts(t0, 0, devA), 0))
 	if bytes.Equal(a.AppendID(nil), b.AppendID(nil)) || bytes.Equal(a.AppendID(nil), c.AppendID(nil)) {
 		t.Fatal("member ids collide")
 	}
@@ -199,14 +210,16 @@ func TestMemberCodec(t *testing.T) {
 		many[i] = crdt.Text{At: ts(t0+uint64(i), 0, devA), Value: "x"}
 	}
 	for name, m := range map[string]crdt.Member{
-		"out of order":     {Library: lib1, ID: devA, Names: []crdt.Text{n2, n1}},
-		"duplicate":        {Library: lib1, ID: devA, Names: []crdt.Text{n1, n1}},
-		"another's name":   {Library: lib1, ID: devB, Names: []crdt.Text{n1}},
-		"too many":         {Library: lib1, ID: devA, Names: many},
-		"adder, no time":   {Library: lib1, ID: devA, AddedBy: devB},
-		"unstamped name":   {Library: lib1, ID: devA, Names: []crdt.Text{{Value: "x"}}},
-		"removal past max": {Library: lib1, ID: devA, Removed: ts(crdt.MaxWall+1, 0, devA)},
-		"device zero":      {Library: lib1, Added: ts(t0, 0, devA), AddedBy: math.MaxUint64},
+		"out of order":           {Library: lib1, ID: devA, Names: []crdt.Text{n2, n1}},
+		"duplicate":              {Library: lib1, ID: devA, Names: []crdt.Text{n1, n1}},
+		"another's name":         {Library: lib1, ID: devB, Names: []crdt.Text{n1}},
+		"too many":               {Library: lib1, ID: devA, Names: many},
+		"adder, no time":         {Library: lib1, ID: devA, AddedBy: devB},
+		"unstamped name":         {Library: lib1, ID: devA, Names: []crdt.Text{{Value: "x"}}},
+		"removal past max":       {Library: lib1, ID: devA, Removed: ts(crdt.MaxWall+1, 0, devA)},
+		"device zero":            {Library: lib1, Added: ts(t0, 0, devA), AddedBy: math.MaxUint64},
+		"epoch, no added":        {Library: lib1, ID: devA, AddedEpoch: 2},
+		"epoch, not its adder's": {Library: lib1, ID: devA, Added: ts(t0, 0, devA), AddedBy: devB, AddedEpoch: 2},
 	} {
 		e := crdt.MemberEntry(m)
 		if _, err := e.Encode(); !errors.Is(err, crdt.ErrInvalid) {
@@ -229,6 +242,7 @@ func memberGoldenRecords() []struct {
 		{"member-paired-renamed", crdt.MemberEntry(crdt.Member{Library: lib, ID: phone, Added: ts(t0, 0, laptop), AddedBy: laptop,
 			Names: []crdt.Text{{At: ts(t0, 1, phone), Value: "Pixel 9"}, {At: ts(t0+day, 0, phone), Value: "Reading phone"}}})},
 		{"member-removed", crdt.MemberEntry(crdt.Member{Library: lib, ID: nas, Added: ts(t0, 0, nas), AddedBy: nas, Removed: ts(t0+40*day, 0, laptop)})},
+		{"member-added-in-epoch", crdt.MemberEntry(crdt.Member{Library: lib, ID: phone, Added: ts(t0+50*day, 0, laptop), AddedBy: laptop, AddedEpoch: 3})},
 	}
 }
 

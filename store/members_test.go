@@ -22,13 +22,13 @@ func TestMembers(t *testing.T) {
 		return e
 	}
 	apply(t, s, Batch{Entries: []crdt.Entry{
-		mustEntry(crdt.AddMember(lib, 0xa, 0xa, at(1, 0xa))),
-		mustEntry(crdt.AddMember(lib, 0xb, 0xa, at(2, 0xa))),
-		mustEntry(crdt.AddMember(other, 0xc, 0xc, at(3, 0xc))),
+		mustEntry(crdt.AddMember(lib, 0xa, at(1, 0xa), 0)),
+		mustEntry(crdt.AddMember(lib, 0xb, at(2, 0xa), 0)),
+		mustEntry(crdt.AddMember(other, 0xc, at(3, 0xc), 0)),
 	}})
 	apply(t, s, Batch{Entries: []crdt.Entry{
 		mustEntry(crdt.RemoveMember(lib, 0xb, at(5, 0xa))),
-		mustEntry(crdt.AddMember(lib, 0xb, 0xb, at(6, 0xb))), // too late: removed for good
+		mustEntry(crdt.AddMember(lib, 0xb, at(6, 0xb), 0)), // too late: removed for good
 	}})
 	s.Close()
 	s = open(t, dir, Options{})
