@@ -66,6 +66,8 @@ type secrets struct {
 	// record) aside: the device comes back under its name, not the
 	// hostname. An older build ignores the field.
 	Name string `json:"name,omitempty"`
+	// Invites are this device's long invite codes (invites.go).
+	Invites []inviteFile `json:"invites,omitempty"`
 }
 
 type libraryFile struct {
@@ -73,9 +75,25 @@ type libraryFile struct {
 	Secret []byte `json:"secret"`
 	Epoch  uint64 `json:"epoch,omitempty"`
 	From   uint64 `json:"from,omitempty"`
+	// Roster is the current epoch's roster (Store.Roster); absent when
+	// none is known.
+	Roster []uint64 `json:"roster,omitempty"`
+	// Inviter and Ticket are those of the invite this device joined the
+	// library by (Store.Joining).
+	Inviter uint64 `json:"inviter,omitempty"`
+	Ticket  []byte `json:"ticket,omitempty"`
 }
 
-func (f *libraryFile) valid() bool { return len(f.ID) == 16 && len(f.Secret) == 32 }
+// MaxRoster bounds a roster: more members than this and a library cannot
+// rotate without some of them pairing again.
+const MaxRoster = 256
+
+// maxTicket bounds the ticket a device keeps from the invite it joined by.
+const maxTicket = 64
+
+func (f *libraryFile) valid() bool {
+	return len(f.ID) == 16 && len(f.Secret) == 32 && len(f.Roster) <= MaxRoster && len(f.Ticket) <= maxTicket
+}
 
 func (f *libraryFile) library() Library {
 	l := Library{Epoch: f.Epoch, From: f.From}
@@ -120,6 +138,14 @@ func readSecrets(dir string, log *slog.Logger) (secrets, error) {
 	for i := range sec.Previous {
 		if !sec.Previous[i].valid() {
 			return secrets{}, secretsCorruptf(path, "malformed previous secret")
+		}
+	}
+	if len(sec.Invites) > maxInvites {
+		return secrets{}, secretsCorruptf(path, "%d invites, more than %d", len(sec.Invites), maxInvites)
+	}
+	for i := range sec.Invites {
+		if !sec.Invites[i].valid() {
+			return secrets{}, secretsCorruptf(path, "malformed invite")
 		}
 	}
 	return sec, nil
@@ -209,24 +235,89 @@ func (s *Store) Library() (Library, bool) {
 
 // SetLibrary stores the library id and secret durably, in a file of mode
 // 0600. It is for moving to a library (a join, a new library): the
-// superseded secrets of the one before are dropped.
+// superseded secrets of the one before are dropped, and so are its roster
+// and this device's invites into it.
 func (s *Store) SetLibrary(ctx context.Context, l Library) error {
+	return s.JoinLibrary(ctx, l, 0, nil)
+}
+
+// JoinLibrary is SetLibrary for a library this device joins by an invite:
+// it keeps, with the secret, who made the invite and the invite's ticket,
+// which this device presents to its inviter until the inviter has made it
+// a member (Store.Joining).
+func (s *Store) JoinLibrary(ctx context.Context, l Library, inviter uint64, ticket []byte) error {
+	if len(ticket) > maxTicket {
+		return fmt.Errorf("join the library in %s: a ticket of %d bytes", s.dir, len(ticket))
+	}
 	return s.updateSecrets(ctx, func(sec *secrets) error {
 		f := fileOf(l)
-		sec.Library, sec.Previous = &f, nil
+		f.Inviter, f.Ticket = inviter, bytes.Clone(ticket)
+		sec.Library, sec.Previous, sec.Invites = &f, nil, nil
 		return nil
 	})
+}
+
+// Joining returns the inviter and ticket of the invite this device joined
+// its library by; 0 and nil if it made the library, or once DropTicket
+// ran.
+func (s *Store) Joining() (inviter uint64, ticket []byte) {
+	s.secMu.Lock()
+	defer s.secMu.Unlock()
+	if s.secrets.Library == nil {
+		return 0, nil
+	}
+	return s.secrets.Library.Inviter, bytes.Clone(s.secrets.Library.Ticket)
+}
+
+// DropTicket forgets the ticket of the invite this device joined by, once
+// the inviter has redeemed it; the inviter is kept.
+func (s *Store) DropTicket(ctx context.Context) error {
+	return s.updateSecrets(ctx, func(sec *secrets) error {
+		if sec.Library == nil || sec.Library.Ticket == nil {
+			return errUnchanged
+		}
+		lib := *sec.Library
+		lib.Ticket = nil
+		sec.Library = &lib
+		return nil
+	})
+}
+
+// Roster returns the roster of the current epoch: the members that the
+// device that moved this one to the epoch (or this device, if it rotated)
+// named when it did; false if none is known (the secret never rotated, or
+// this device learned the epoch from an older build).
+func (s *Store) Roster() ([]uint64, bool) {
+	s.secMu.Lock()
+	defer s.secMu.Unlock()
+	if s.secrets.Library == nil || s.secrets.Library.Roster == nil {
+		return nil, false
+	}
+	return slices.Clone(s.secrets.Library.Roster), true
+}
+
+// checkRoster refuses a roster over MaxRoster.
+func (s *Store) checkRoster(roster []uint64) error {
+	if len(roster) > MaxRoster {
+		return fmt.Errorf("a roster of %d members in %s, more than %d", len(roster), s.dir, MaxRoster)
+	}
+	return nil
 }
 
 // ErrNotNewer is returned by RotateLibrary for a secret that does not
 // supersede the current one (Library.Supersedes).
 var ErrNotNewer = errors.New("the secret does not supersede the current one")
 
-// RotateLibrary makes next the library's current secret, in one atomic
-// write that keeps the one it replaces among the previous secrets (newest
-// first, at most maxPrevious). It fails with ErrNotNewer, changing
-// nothing, unless next supersedes the current secret.
-func (s *Store) RotateLibrary(ctx context.Context, next Library) error {
+// RotateLibrary makes next the library's current secret, with roster as
+// its epoch's roster (nil: none known), in one atomic write that keeps the
+// one it replaces among the previous secrets (newest first, at most
+// maxPrevious) and voids this device's open invites of older epochs. It
+// fails with ErrNotNewer, changing nothing, unless next supersedes the
+// current secret.
+func (s *Store) RotateLibrary(ctx context.Context, next Library, roster []uint64) error {
+	if err := s.checkRoster(roster); err != nil {
+		return err
+	}
 	return s.updateSecrets(ctx, func(sec *secrets) error {
 		if sec.Library == nil {
 			return fmt.Errorf("rotate the library secret in %s: no library", s.dir)
@@ -241,22 +332,45 @@ func (s *Store) RotateLibrary(ctx context.Context, next Library) error {
 				prev = append(prev, p)
 			}
 		}
+		prev[0].Roster, prev[0].Ticket = nil, nil
 		f := fileOf(next)
+		f.Roster, f.Inviter = slices.Clone(roster), sec.Library.Inviter
 		sec.Library, sec.Previous = &f, prev
+		sec.Invites = voidInvites(sec.Invites, next.Epoch)
 		return nil
 	})
 }
 
-// SetLibraryEpoch raises the epoch of the current secret to epoch, when a
-// member tells that the secret this device has is that epoch's (a device
-// that joined by an invite, which carries no epoch). A lower epoch changes
-// nothing.
-func (s *Store) SetLibraryEpoch(ctx context.Context, epoch uint64) error {
+// SetLibraryEpoch records that the secret this device has is that of
+// epoch, whose roster is roster (nil: none known), when a member tells (a
+// device that joined by an invite, which carries no epoch, learns it so).
+// A higher epoch replaces the roster, and the open invites made on this
+// secret take the epoch; the same epoch only fills in a roster that was
+// not known; anything else changes nothing.
+func (s *Store) SetLibraryEpoch(ctx context.Context, epoch uint64, roster []uint64) error {
+	if err := s.checkRoster(roster); err != nil {
+		return err
+	}
 	return s.updateSecrets(ctx, func(sec *secrets) error {
-		if sec.Library == nil || sec.Library.Epoch >= epoch {
+		if sec.Library == nil {
 			return errUnchanged
 		}
-		sec.Library.Epoch = epoch
+		lib := *sec.Library
+		switch {
+		case lib.Epoch < epoch:
+			sec.Invites = slices.Clone(sec.Invites)
+			for i := range sec.Invites {
+				if sec.Invites[i].Epoch == lib.Epoch {
+					sec.Invites[i].Epoch = epoch
+				}
+			}
+			lib.Epoch, lib.Roster = epoch, slices.Clone(roster)
+		case lib.Epoch == epoch && lib.Roster == nil && roster != nil:
+			lib.Roster = slices.Clone(roster)
+		default:
+			return errUnchanged
+		}
+		sec.Library = &lib
 		return nil
 	})
 }
@@ -304,6 +418,7 @@ func (s *Store) updateSecrets(ctx context.Context, update func(*secrets) error) 
 	defer s.secMu.Unlock()
 	sec := s.secrets
 	sec.Previous = slices.Clone(sec.Previous)
+	sec.Invites = slices.Clone(sec.Invites)
 	if err := update(&sec); errors.Is(err, errUnchanged) {
 		return nil
 	} else if err != nil {

@@ -48,17 +48,17 @@ func TestRotateLibrary(t *testing.T) {
 	cur := lib
 	for i := range maxPrevious + 2 {
 		next := Library{ID: lib.ID, Secret: [32]byte{byte(i + 2)}, Epoch: uint64(i + 1)}
-		if err := s.RotateLibrary(ctx, next); err != nil {
+		if err := s.RotateLibrary(ctx, next, nil); err != nil {
 			t.Fatal(err)
 		}
 		want = append([]Library{cur}, want...)
 		cur = next
 	}
 	want = want[:maxPrevious]
-	if err := s.RotateLibrary(ctx, lib); !errors.Is(err, ErrNotNewer) {
+	if err := s.RotateLibrary(ctx, lib, nil); !errors.Is(err, ErrNotNewer) {
 		t.Fatalf("rotating back to an old secret: %v, want ErrNotNewer", err)
 	}
-	if err := s.SetLibraryEpoch(ctx, 1); err != nil {
+	if err := s.SetLibraryEpoch(ctx, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -69,7 +69,7 @@ func TestRotateLibrary(t *testing.T) {
 	if got := s.PreviousLibraries(); !slices.Equal(got, want) {
 		t.Errorf("previous %v, want %v", got, want)
 	}
-	if err := s.SetLibraryEpoch(ctx, cur.Epoch+3); err != nil {
+	if err := s.SetLibraryEpoch(ctx, cur.Epoch+3, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Library(); got.Epoch != cur.Epoch+3 || got.Secret != cur.Secret {
@@ -81,7 +81,7 @@ func TestRotateLibrary(t *testing.T) {
 	if got := s.PreviousLibraries(); len(got) != 0 {
 		t.Errorf("previous after drop: %v", got)
 	}
-	if err := s.RotateLibrary(ctx, Library{ID: [16]byte{9}, Secret: [32]byte{9}, Epoch: 99}); !errors.Is(err, ErrNotNewer) {
+	if err := s.RotateLibrary(ctx, Library{ID: [16]byte{9}, Secret: [32]byte{9}, Epoch: 99}, nil); !errors.Is(err, ErrNotNewer) {
 		t.Errorf("rotating to another library's secret: %v, want ErrNotNewer", err)
 	}
 }
