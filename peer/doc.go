@@ -15,7 +15,11 @@
 // addr=<multiaddr>; devices of other libraries ignore each other.
 //
 // A device is named by DeviceIDOf(peer id); an invite code (EncodeInvite)
-// carries the library and, as a hint, the inviter's peer id and addresses.
+// carries the library, the inviter's peer id, as a hint its addresses, and
+// a one-time ticket. Holding the secret makes no member: the daemon says
+// who is one (Config.Member), and a device that is not is let connect but
+// given nothing, its sync streams refused with ErrNotMember, until the
+// ticket it presents to its inviter in a hello makes it one (members.go).
 // A device removed from the library (Config.Removed) is refused by the
 // connection gater (gater.go) in both directions, as soon as its identity is
 // known, and is no longer redialled. A new identity made with the secret is
@@ -63,7 +67,7 @@
 //
 //	1 Hello  {1 library id, 2 device id, 3 name, 4 store epoch,
 //	          5 last sequence number, 6 wall clock ms, 7 want epoch,
-//	          8 want seq, 9 from, 10 capabilities}
+//	          8 want seq, 9 from, 10 capabilities, 11 ticket}
 //	2 Batch  {1 seq, 2 last, 3 [encoded records], 4 [gaps], 5 whole}
 //	3 Error  {0 code, 3 message}
 //	4 Ack    {1 seq}
@@ -78,7 +82,9 @@
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the
 // library id, and that the device id is the one of the authenticated peer,
-// and answers with its own Hello (from: where its batches start; 0 when the
+// and that the puller is a member (Config.Member; a puller that is not,
+// but presents a ticket of an invite the sender made, may be made one by
+// Config.Redeem), and answers with its own Hello (from: where its batches start; 0 when the
 // puller's cursor is of another epoch of its store, or past what it can
 // have sent the puller (Node.Delivered: what it sent in this run, or its
 // store's delivered mark for the puller; delivered.go), when its store
@@ -88,7 +94,10 @@
 // goes: if that is behind our cursor into the same epoch, its store was
 // restored from an old copy, and our pull from it starts over from 0. Both
 // sides log a refusal and report it as a PeerRefused event
-// (ErrOtherLibrary, ErrDeviceMismatch, ErrRefused).
+// (ErrOtherLibrary, ErrDeviceMismatch, ErrRefused). A puller refused as not
+// a member (ErrNotMember, Error code 6, whose message says why for the
+// person at it) reports it once and pulls again when the sender pulls from
+// it (which the sender does only from members) or after the pull backoff.
 //
 // The puller then sends a Start frame: where the batches start (its
 // cursor, or a better one another device handed over; see below) and its

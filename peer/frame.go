@@ -90,6 +90,10 @@ type wireHello struct {
 	// Caps holds a bit per optional ability the hello's sender has
 	// (hello.go); bits this build does not know are ignored.
 	Caps uint64 `cbor:"10,keyasint,omitempty"`
+	// Ticket is set by a puller that is not a member of the library yet,
+	// in its hello to the device whose long invite code it joined by: the
+	// code's one-time ticket, which that device redeems (Config.Redeem).
+	Ticket []byte `cbor:"11,keyasint,omitempty"`
 }
 
 // wireBatch carries the sender's records with sequence numbers in (the

@@ -18,10 +18,10 @@ import (
 // arrives by sync takes effect at once, on every member that has merged it
 // (Node.Disconnect closes the connections already open).
 //
-// A device that is no member but knows the current secret is taken for a
-// device joining by the long invite code (which carries that secret): the
-// gater of the main node lets it in, and the daemon adds it to the members
-// when its hello completes. That is why the secret rotates when a device is
+// A device that is no member but knows the current secret may be a device
+// joining by a long invite code (which carries that secret): the gater of
+// the main node lets it in, and it is given nothing until its inviter
+// makes it a member (members.go). The secret rotates when a device is
 // removed (rekey.go): a removed device, or a new identity made with its
 // secret, knows only a superseded one, and the nodes that still run on a
 // superseded secret are restricted: their gater admits only the members

@@ -40,6 +40,12 @@ var (
 	// ErrRefused: the peer refused the stream for another reason, given in
 	// the message.
 	ErrRefused = errors.New("peer refused the sync stream")
+	// ErrNotMember: the stream is between a device and one that does not
+	// hold it for a current member of the library (Config.Member): it
+	// holds the library's secret, from an invite code, but no member has
+	// made it one yet, or a forget left it out. The message says why, for
+	// the person at the refused device.
+	ErrNotMember = errors.New("not a member of this library yet")
 )
 
 // Error frame codes.
@@ -49,7 +55,13 @@ const (
 	codeDevice   = 4
 	// codeBusy: too many streams at once; unlike the others, worth retrying.
 	codeBusy = 5
+	// codeNotMember: the puller is not a member (ErrNotMember); worth
+	// retrying once the sender has made it one.
+	codeNotMember = 6
 )
+
+// maxTicket bounds the ticket a hello carries.
+const maxTicket = 64
 
 // hello is the domain form of a wireHello.
 type hello struct {
@@ -63,6 +75,7 @@ type hello struct {
 	WantSeq   uint64
 	From      uint64 // sender only: where its batches start
 	Caps      uint64 // the capability bits of its sender
+	Ticket    []byte // puller only, to its inviter: an invite's ticket
 }
 
 func (h *hello) wire() *wireHello {
@@ -77,6 +90,7 @@ func (h *hello) wire() *wireHello {
 		WantSeq:   h.WantSeq,
 		From:      h.From,
 		Caps:      h.Caps,
+		Ticket:    h.Ticket,
 	}
 }
 
@@ -107,6 +121,9 @@ func readHello(body []byte, lib Library, remote lpeer.ID) (hello, error) {
 	if w.WallMs > crdt.MaxWall {
 		return hello{}, protoErrorf("wall clock %d ms is past the year 9999", w.WallMs)
 	}
+	if len(w.Ticket) > maxTicket {
+		return hello{}, protoErrorf("ticket of %d bytes", len(w.Ticket))
+	}
 	h := hello{
 		Device:    crdt.DeviceID(w.Device),
 		Name:      w.Name,
@@ -117,6 +134,7 @@ func readHello(body []byte, lib Library, remote lpeer.ID) (hello, error) {
 		WantSeq:   w.WantSeq,
 		From:      w.From,
 		Caps:      w.Caps,
+		Ticket:    w.Ticket,
 	}
 	copy(h.Library[:], w.Library)
 	return h, nil
@@ -130,6 +148,8 @@ func refusal(e *wireError) error {
 		return fmt.Errorf("%w: %s", ErrOtherLibrary, msg)
 	case codeBusy:
 		return fmt.Errorf("peer is busy: %s", msg)
+	case codeNotMember:
+		return fmt.Errorf("%w: %s", ErrNotMember, msg)
 	}
 	return fmt.Errorf("%w: code %d: %s", ErrRefused, e.Code, msg)
 }
@@ -142,6 +162,8 @@ func errorFrame(err error) *wireFrame {
 		e.Code = codeLibrary
 	case errors.Is(err, ErrDeviceMismatch):
 		e.Code = codeDevice
+	case errors.Is(err, ErrNotMember):
+		e.Code = codeNotMember
 	}
 	return &wireFrame{Error: e}
 }

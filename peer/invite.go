@@ -24,8 +24,14 @@ import (
 // where 1 is the format version, payload is
 //
 //	library id (16) | secret (32) | uvarint len | inviter peer id |
-//	uvarint n | n × (uvarint len | binary multiaddr)
+//	uvarint n | n × (uvarint len | binary multiaddr) |
+//	[uvarint len | ticket]
 //
+// The ticket, an optional field added after the format's first release,
+// is the code's one-time ticket: the joiner presents it to the inviter,
+// which makes it a member (Config.Redeem). A code without one (made by an
+// older build, or handed over by a short-code pairing, whose inviter adds
+// the joiner itself) carries the secret but makes no member.
 // and checksum is the first 4 bytes of SHA-256("danyue invite\x00" ||
 // version || payload). Input is read case-insensitively and with any dashes
 // and whitespace removed, so a code split over lines or read aloud in groups
@@ -68,6 +74,9 @@ type Invite struct {
 	// Addrs are where the inviter was listening, without /p2p: a hint, tried
 	// after joining; mDNS finds the inviter anyway on a LAN.
 	Addrs []ma.Multiaddr
+	// Ticket is the one-time ticket only the inviter redeems (at most
+	// maxTicket bytes); nil if the code has none.
+	Ticket []byte
 }
 
 // PeerAddrs returns the inviter's addresses with its /p2p component, as
@@ -115,6 +124,10 @@ func appendInvitePayload(b []byte, inv Invite) []byte {
 	for _, ab := range addrs {
 		b = binary.AppendUvarint(b, uint64(len(ab)))
 		b = append(b, ab...)
+	}
+	if len(inv.Ticket) > 0 && len(inv.Ticket) <= maxTicket {
+		b = binary.AppendUvarint(b, uint64(len(inv.Ticket)))
+		b = append(b, inv.Ticket...)
 	}
 	return b
 }
@@ -212,6 +225,13 @@ func parseInvitePayload(b []byte) (Invite, error) {
 			return Invite{}, fmt.Errorf("address: %w", err)
 		}
 		inv.Addrs = append(inv.Addrs, a)
+	}
+	if len(b) > 0 {
+		var ticket []byte
+		if ticket, b, err = cutInviteField(b, maxTicket); err != nil || len(ticket) == 0 {
+			return Invite{}, errors.New("bad ticket")
+		}
+		inv.Ticket = bytes.Clone(ticket)
 	}
 	if len(b) != 0 {
 		return Invite{}, errors.New("trailing bytes")

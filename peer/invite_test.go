@@ -14,7 +14,7 @@ import (
 )
 
 func inviteEqual(a, b Invite) bool {
-	if a.Library != b.Library || a.Peer != b.Peer || len(a.Addrs) != len(b.Addrs) {
+	if a.Library != b.Library || a.Peer != b.Peer || len(a.Addrs) != len(b.Addrs) || !bytes.Equal(a.Ticket, b.Ticket) {
 		return false
 	}
 	for i := range a.Addrs {
@@ -48,7 +48,41 @@ func genInvite(t *rapid.T) Invite {
 		}
 		inv.Addrs = append(inv.Addrs, ma.StringCast(s))
 	}
+	if rapid.Bool().Draw(t, "has ticket") {
+		inv.Ticket = rapid.SliceOfN(rapid.Byte(), 1, maxTicket).Draw(t, "ticket")
+	}
 	return inv
+}
+
+// A code without a ticket (an older build's, or a short-code pairing's)
+// reads as it always did, and a code's ticket is bounded and whole.
+func TestInviteTicket(t *testing.T) {
+	inv := Invite{Library: Library{ID: [16]byte{1}, Secret: [32]byte{2}}, Ticket: bytes.Repeat([]byte{9}, 16)}
+	plain := inv
+	plain.Ticket = nil
+	withTicket, without := EncodeInvite(inv), EncodeInvite(plain)
+	if !strings.HasPrefix(withTicket, without[:len(without)-7]) {
+		t.Errorf("the ticket is not an addition at the end: %s vs %s", withTicket, without)
+	}
+	for code, want := range map[string][]byte{withTicket: inv.Ticket, without: nil} {
+		got, err := DecodeInvite(code)
+		if err != nil || !bytes.Equal(got.Ticket, want) {
+			t.Errorf("%s: ticket %x, %v; want %x", code, got.Ticket, err, want)
+		}
+	}
+	payload := appendInvitePayload(nil, plain)
+	for name, tail := range map[string][]byte{
+		"empty ticket":   {0},
+		"cut ticket":     {16, 1, 2},
+		"ticket too big": append([]byte{maxTicket + 1}, make([]byte, maxTicket+1)...),
+		"after a ticket": {1, 7, 0},
+	} {
+		p := append(bytes.Clone(payload), tail...)
+		code := invitePrefix + "1-" + inviteEncoding.EncodeToString(append(p, inviteSum(InviteVersion, p)...))
+		if _, err := DecodeInvite(code); !errors.Is(err, ErrInviteFormat) {
+			t.Errorf("%s: %v, want ErrInviteFormat", name, err)
+		}
+	}
 }
 
 // decode(encode(x)) == x, and the decoder ignores case, dashes and

@@ -61,6 +61,23 @@ type Config struct {
 	// Admit, for a restricted node, reports whether a device may connect;
 	// it is called like Removed and must not block.
 	Admit func(crdt.DeviceID) bool
+	// Member, if set, reports whether a device is a current member of the
+	// library. A device that completes the private network's handshake
+	// holds the secret, from an invite code perhaps, but only a member is
+	// given anything: synced with in either direction, offered a secret,
+	// sent summaries or residues. Any other device's sync streams are
+	// refused with ErrNotMember, unless Redeem makes it a member. Nil: every
+	// device that connects is a member. It must not block.
+	Member func(crdt.DeviceID) bool
+	// Redeem, if set, is called with the ticket a device that is not a
+	// member presents in its hello (the ticket of a long invite code this
+	// device made): it returns nil once it made the device a member, else
+	// an error whose message the refused device is told.
+	Redeem func(ctx context.Context, from crdt.DeviceID, ticket []byte) error
+	// Ticket, if set, returns the ticket to present in the hello of a pull
+	// from device to: that of the invite this device joined by, to the
+	// device that made it; nil for any other.
+	Ticket func(to crdt.DeviceID) []byte
 	// OnRekey, if set, is called with every rekey offer a peer makes, and
 	// reports whether the device took it (or has it already). It runs on
 	// the offer's stream and must not block for long: a device that takes a
@@ -326,15 +343,18 @@ func (n *Node) Addrs() []ma.Multiaddr {
 func (n *Node) Stats() Stats { return n.stats.snapshot() }
 
 // Invite returns an invite code for this library that names this device and
-// its addresses as the first peer to dial.
-func (n *Node) Invite() string {
+// its addresses as the first peer to dial, without a ticket.
+func (n *Node) Invite() string { return n.InviteTicket(nil) }
+
+// InviteTicket is Invite with the one-time ticket ticket (nil for none).
+func (n *Node) InviteTicket(ticket []byte) string {
 	addrs := slices.Clone(n.host.Addrs())
 	// Routable addresses first: the invite keeps only the first few, and a
 	// loopback address only helps a device on this same machine.
 	slices.SortStableFunc(addrs, func(a, b ma.Multiaddr) int {
 		return cmp.Compare(addrRank(a), addrRank(b))
 	})
-	return EncodeInvite(Invite{Library: n.cfg.Library, Peer: n.host.ID(), Addrs: addrs})
+	return EncodeInvite(Invite{Library: n.cfg.Library, Peer: n.host.ID(), Addrs: addrs, Ticket: ticket})
 }
 
 func addrRank(a ma.Multiaddr) int {

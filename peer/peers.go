@@ -14,7 +14,8 @@ import (
 )
 
 // protectTag keeps library peers out of the connection manager's trimming:
-// every peer that completes the private-network handshake is a member.
+// every peer that completes the private-network handshake holds the
+// secret (a member, or a device that may become one).
 const protectTag = "danyue-library"
 
 // maxDiscoveredPeers bounds the peers known only from mDNS answers (never
@@ -42,7 +43,14 @@ type peerState struct {
 
 	connected   bool
 	connectedAt time.Time
+	connCtx     context.Context    // lives as long as this connection
 	cancelConn  context.CancelFunc // ends this connection's pull loop
+	// waiting: connected, but not a member (Config.Member), so given
+	// nothing until Admitted says it is one.
+	waiting bool
+	// admitsUs is poked when the peer pulls from us: it holds us for a
+	// member, so a pull of ours it refused as not one is worth retrying.
+	admitsUs chan struct{}
 	pullDone    chan struct{}      // closed when the previous pull loop returned
 	announced   bool               // PeerConnected was emitted for this connection
 	serving     int                // sync streams we are sending on to it
@@ -73,7 +81,7 @@ type peerState struct {
 func (n *Node) peer(id lpeer.ID) *peerState {
 	st := n.peers[id]
 	if st == nil {
-		st = &peerState{id: id, device: DeviceIDOf(id), wake: make(chan struct{}, 1)}
+		st = &peerState{id: id, device: DeviceIDOf(id), wake: make(chan struct{}, 1), admitsUs: make(chan struct{}, 1)}
 		n.peers[id] = st
 	}
 	return st
@@ -120,8 +128,21 @@ func (n *Node) onConnected(id lpeer.ID) {
 	now := n.now()
 	st.connected, st.connectedAt, st.lastSeen, st.lastErr = true, now, now, ""
 	n.progressedLocked()
-	ctx, cancel := context.WithCancel(n.ctx)
-	st.cancelConn = cancel
+	st.connCtx, st.cancelConn = context.WithCancel(n.ctx)
+	if !n.cfg.Restricted && !n.isMember(st.device) {
+		// It holds the secret but is no member: nothing until it is one.
+		st.waiting = true
+		n.log.Info("connected to a device that is not a member of the library; it is given nothing unless it becomes one", "peer", id, "device", st.device)
+		return
+	}
+	n.startConnLocked(st)
+}
+
+// startConnLocked starts what a connection to a member carries: the offer
+// of a secret, summaries, and (but on a restricted node) our pull. n.mu
+// must be held.
+func (n *Node) startConnLocked(st *peerState) {
+	id, ctx := st.id, st.connCtx
 	if n.cfg.RekeyOffer != nil {
 		n.spawn(func() { n.offerOnConnect(id) })
 	}
@@ -161,7 +182,7 @@ func (n *Node) onDisconnected(id lpeer.ID) {
 		return
 	}
 	now := n.now()
-	st.connected, st.lastSeen, st.lostAt = false, now, now
+	st.connected, st.lastSeen, st.lostAt, st.waiting = false, now, now, false
 	st.cancelConn()
 	if now.Sub(st.connectedAt) >= stableConn {
 		st.dialCount, st.nextDial = 0, time.Time{}

@@ -33,7 +33,7 @@ import (
 const RekeyProtocolID protocol.ID = "/danyue/rekey/1.0.0"
 
 const (
-	maxRekeyMessage = 4 << 10
+	maxRekeyMessage = 16 << 10
 	maxRekeyRemoved = 256
 	maxRekeyAddrs   = 8
 )
@@ -48,7 +48,15 @@ type Rekey struct {
 	// Addrs are where the sender listens on Library's network, so that a
 	// receiver that moves there finds it again.
 	Addrs []ma.Multiaddr
+	// Members are the devices the sender holds for current members of
+	// Library's epoch (at most MaxRekeyMembers; none from an older build):
+	// the receiver takes them as that epoch's roster, the only devices an
+	// addition made in an older epoch still counts for (library/doc.go).
+	Members []crdt.DeviceID
 }
+
+// MaxRekeyMembers bounds the members an offer names.
+const MaxRekeyMembers = 256
 
 type wireRekey struct {
 	ID      []byte   `cbor:"1,keyasint"`
@@ -56,6 +64,7 @@ type wireRekey struct {
 	Epoch   uint64   `cbor:"3,keyasint,omitempty"`
 	Removed []uint64 `cbor:"4,keyasint,omitempty"`
 	Addrs   [][]byte `cbor:"5,keyasint,omitempty"`
+	Members []uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 func encodeRekey(r *Rekey) ([]byte, error) {
@@ -67,6 +76,12 @@ func encodeRekey(r *Rekey) ([]byte, error) {
 		if ab := a.Bytes(); len(ab) <= maxInviteAddrLen && len(w.Addrs) < maxRekeyAddrs {
 			w.Addrs = append(w.Addrs, ab)
 		}
+	}
+	if len(r.Members) > MaxRekeyMembers {
+		return nil, fmt.Errorf("encode rekey: %d members, more than %d", len(r.Members), MaxRekeyMembers)
+	}
+	for _, d := range r.Members {
+		w.Members = append(w.Members, uint64(d))
 	}
 	body, err := frameEncMode.Marshal(&w)
 	if err != nil {
@@ -96,7 +111,7 @@ func readRekey(r io.Reader) (Rekey, error) {
 	if err := frameDecMode.Unmarshal(body, &w); err != nil {
 		return Rekey{}, protoErrorf("rekey offer: %v", err)
 	}
-	if len(w.ID) != 16 || len(w.Secret) != 32 || len(w.Removed) > maxRekeyRemoved || len(w.Addrs) > maxRekeyAddrs {
+	if len(w.ID) != 16 || len(w.Secret) != 32 || len(w.Removed) > maxRekeyRemoved || len(w.Addrs) > maxRekeyAddrs || len(w.Members) > MaxRekeyMembers {
 		return Rekey{}, protoErrorf("malformed rekey offer")
 	}
 	var out Rekey
@@ -108,6 +123,9 @@ func readRekey(r io.Reader) (Rekey, error) {
 	}
 	for _, d := range w.Removed {
 		out.Removed = append(out.Removed, crdt.DeviceID(d))
+	}
+	for _, d := range w.Members {
+		out.Members = append(out.Members, crdt.DeviceID(d))
 	}
 	for _, ab := range w.Addrs {
 		a, err := ma.NewMultiaddrBytes(ab)
@@ -190,7 +208,7 @@ var rekeyRetries = [...]time.Duration{time.Second, 5 * time.Second}
 // the offer fails, as long as the connection lasts (the next one offers
 // again).
 func (n *Node) offerOnConnect(p lpeer.ID) {
-	if n.cfg.RekeyOffer == nil {
+	if n.cfg.RekeyOffer == nil || !n.isMember(DeviceIDOf(p)) {
 		return
 	}
 	for attempt := 0; ; attempt++ {
@@ -224,8 +242,8 @@ func (n *Node) offerOnConnect(p lpeer.ID) {
 	}
 }
 
-// OfferRekey offers r to every peer connected now, except those for which
-// skip says so, and returns once each has answered or failed, with the
+// OfferRekey offers r to every member connected now, except those for
+// which skip says so, and returns once each has answered or failed, with the
 // devices that took it.
 func (n *Node) OfferRekey(ctx context.Context, r Rekey, skip func(crdt.DeviceID) bool) []crdt.DeviceID {
 	var (
@@ -235,7 +253,7 @@ func (n *Node) OfferRekey(ctx context.Context, r Rekey, skip func(crdt.DeviceID)
 	)
 	for _, p := range n.host.Network().Peers() {
 		d := DeviceIDOf(p)
-		if skip != nil && skip(d) {
+		if (skip != nil && skip(d)) || !n.isMember(d) {
 			continue
 		}
 		wg.Go(func() {

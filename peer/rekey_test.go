@@ -165,14 +165,29 @@ func TestRekeyOfferedAgainAfterFailure(t *testing.T) {
 }
 
 func TestReadRekey(t *testing.T) {
-	good := Rekey{Library: Library{ID: [16]byte{1}, Secret: [32]byte{2}, Epoch: 3}, Removed: []crdt.DeviceID{4}, Addrs: loopback}
+	good := Rekey{Library: Library{ID: [16]byte{1}, Secret: [32]byte{2}, Epoch: 3}, Removed: []crdt.DeviceID{4}, Addrs: loopback, Members: []crdt.DeviceID{5, 6}}
 	msg, err := encodeRekey(&good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := readRekey(bytes.NewReader(msg))
-	if err != nil || got.Library != good.Library || !slices.Equal(got.Removed, good.Removed) || len(got.Addrs) != 1 {
+	if err != nil || got.Library != good.Library || !slices.Equal(got.Removed, good.Removed) || len(got.Addrs) != 1 || !slices.Equal(got.Members, good.Members) {
 		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	// The largest offer: every bound at once fits the message.
+	full := good
+	full.Removed, full.Members = make([]crdt.DeviceID, maxRekeyRemoved), make([]crdt.DeviceID, MaxRekeyMembers)
+	for i := range full.Removed {
+		full.Removed[i], full.Members[i] = crdt.DeviceID(^uint64(i)), crdt.DeviceID(^uint64(1<<20+i))
+	}
+	if msg, err := encodeRekey(&full); err != nil {
+		t.Fatalf("the largest offer: %v", err)
+	} else if got, err := readRekey(bytes.NewReader(msg)); err != nil || !slices.Equal(got.Members, full.Members) {
+		t.Fatalf("the largest offer read back: %v", err)
+	}
+	full.Members = append(full.Members, 1)
+	if _, err := encodeRekey(&full); err == nil {
+		t.Error("an offer of more members than the bound was encoded")
 	}
 	noSecret, _ := encodeRekey(&Rekey{Library: Library{ID: [16]byte{1}}})
 	for _, tc := range []struct {
@@ -221,7 +236,7 @@ func FuzzRekey(f *testing.F) {
 			t.Fatalf("re-encode %+v: %v", r, err)
 		}
 		r2, err := readRekey(bytes.NewReader(again))
-		if err != nil || r2.Library != r.Library || !slices.Equal(r2.Removed, r.Removed) || len(r2.Addrs) != len(r.Addrs) {
+		if err != nil || r2.Library != r.Library || !slices.Equal(r2.Removed, r.Removed) || len(r2.Addrs) != len(r.Addrs) || !slices.Equal(r2.Members, r.Members) {
 			t.Fatalf("%+v read back as %+v, %v", r, r2, err)
 		}
 	})

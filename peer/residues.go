@@ -58,7 +58,7 @@ func (n *Node) SendResidues(ctx context.Context, d crdt.DeviceID, records [][]by
 		records = records[:maxResidues]
 	}
 	for _, p := range n.host.Network().Peers() {
-		if DeviceIDOf(p) != d || n.gater.refused(p) {
+		if DeviceIDOf(p) != d || n.refusedAsStranger(p) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, residueTimeout)
@@ -126,7 +126,8 @@ func readResidue(r io.Reader) (crdt.Entry, error) {
 
 // handleResidues takes a run of residues and hands them to the daemon
 // (Config.OnResidues) a store batch at a time. A removed device never gets
-// here: the gater refused its connection.
+// here (the gater refused its connection); one that is not a member is
+// refused.
 func (n *Node) handleResidues(s network.Stream) {
 	if !n.track() {
 		s.Reset()
@@ -136,6 +137,11 @@ func (n *Node) handleResidues(s network.Stream) {
 	_ = s.SetDeadline(time.Now().Add(residueTimeout))
 	p := s.Conn().RemotePeer()
 	from := DeviceIDOf(p)
+	if !n.isMember(from) {
+		n.log.Info("residues: refused from a device that is not a member", "peer", p, "device", from)
+		s.Reset()
+		return
+	}
 	var chunk []crdt.Entry
 	flush := func() bool {
 		if len(chunk) == 0 || n.cfg.OnResidues == nil {

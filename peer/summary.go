@@ -62,8 +62,8 @@ func readSummaryMessage(r io.Reader) ([]crdt.Summary, error) {
 }
 
 // handleSummaries takes one message. A removed device never gets here (the
-// gater refused its connection); whether the sender is a current member is
-// the daemon's to check.
+// gater refused its connection), and one that is not a member is ignored;
+// the daemon checks again.
 func (n *Node) handleSummaries(s network.Stream) {
 	list, from, ok := takeMessage(n, s, "summaries", readSummaryMessage)
 	if !ok {
@@ -71,7 +71,7 @@ func (n *Node) handleSummaries(s network.Stream) {
 	}
 	defer n.wg.Done()
 	s.Close()
-	if n.cfg.OnSummaries != nil && !n.gater.refused(s.Conn().RemotePeer()) {
+	if n.cfg.OnSummaries != nil && !n.refusedAsStranger(s.Conn().RemotePeer()) {
 		n.cfg.OnSummaries(from, list)
 	}
 }
@@ -119,6 +119,9 @@ func (n *Node) sendSummaries(ctx context.Context, p lpeer.ID, msg []byte) error 
 // summariesOnConnect sends a newly connected peer what Config.Summaries
 // gives.
 func (n *Node) summariesOnConnect(p lpeer.ID) {
+	if n.refusedAsStranger(p) {
+		return
+	}
 	list := n.cfg.Summaries()
 	if len(list) == 0 {
 		return
@@ -133,8 +136,8 @@ func (n *Node) summariesOnConnect(p lpeer.ID) {
 	}
 }
 
-// GossipSummaries sends list to every peer connected now (except refused
-// ones) and returns once each was sent or failed, with how many took it.
+// GossipSummaries sends list to every member connected now (not to refused
+// devices nor to devices that are not members) and returns once each was sent or failed, with how many took it.
 func (n *Node) GossipSummaries(ctx context.Context, list []crdt.Summary) (int, error) {
 	msg, err := encodeSummaryMessage(list)
 	if err != nil {
@@ -146,7 +149,7 @@ func (n *Node) GossipSummaries(ctx context.Context, list []crdt.Summary) (int, e
 		wg   sync.WaitGroup
 	)
 	for _, p := range n.host.Network().Peers() {
-		if n.gater.refused(p) {
+		if n.refusedAsStranger(p) {
 			continue
 		}
 		wg.Go(func() {

@@ -25,8 +25,10 @@ import (
 
 // pullLoop pulls from st for as long as ctx (the connection) lives,
 // reopening the stream with backoff when it breaks. A refusal (protocol,
-// library) ends it until the next connection.
+// library) ends it until the next connection; one as not a member waits
+// until st pulls from us, or the backoff passes (members.go).
 func (n *Node) pullLoop(ctx context.Context, st *peerState) {
+	notMember := false // the peer refused us as not a member, and said so
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		err := n.pull(ctx, st)
@@ -42,6 +44,26 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 			// not a refusal worth an ERROR, and not a version mismatch.
 			n.log.Info("peer stopped serving sync on this connection; syncing again when it reconnects", "peer", st.id, "device", st.device, "why", "it is shutting down, or it moved to the library's new secret (a device was forgotten or left) and this connection is on the old one")
 			return
+		}
+		if errors.Is(err, ErrNotMember) {
+			// Not yet, perhaps: the peer may make this device a member (an
+			// inviter writing a pairing's addition), and pulls from it once
+			// it has.
+			if !notMember {
+				n.log.Warn("the peer does not hold this device for a member of the library; waiting until it does", "peer", st.id, "device", st.device, "err", err)
+				n.events.emit(Event{Kind: PeerRefused, Peer: info, Err: err})
+			}
+			notMember = true
+			t := time.NewTimer(pullBackoff.delay(attempt))
+			select {
+			case <-t.C:
+			case <-st.admitsUs:
+				t.Stop()
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
 		}
 		if isRefusal(err) {
 			n.log.Error("cannot sync with peer", "peer", st.id, "device", st.device, "err", err)
@@ -194,6 +216,9 @@ func (p *puller) handshake(ctx context.Context) error {
 	mine := hello{
 		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor, Caps: ourCaps,
+	}
+	if n.cfg.Ticket != nil {
+		mine.Ticket = n.cfg.Ticket(st.device)
 	}
 	p.s.SetDeadline(time.Now().Add(handshakeTimeout))
 	sent := n.now()

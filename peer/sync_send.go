@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -49,6 +50,10 @@ func (n *Node) handleSync(s network.Stream) {
 		s.Reset()
 	}
 	if err == nil || n.ctx.Err() != nil {
+		return
+	}
+	if errors.Is(err, ErrNotMember) {
+		n.log.Info("refused a sync stream from a device that is not a member of the library", "peer", remote, "device", DeviceIDOf(remote), "err", err)
 		return
 	}
 	if isRefusal(err) {
@@ -146,6 +151,13 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 		}
 		return nil, 0, true, err
 	}
+	if err := n.admitPuller(ctx, remote, theirs); err != nil {
+		detail := strings.TrimPrefix(err.Error(), ErrNotMember.Error()+": ")
+		if appendFrame(&out, &wireFrame{Error: &wireError{Code: codeNotMember, Message: truncateText(detail, maxErrorMessage)}}) == nil {
+			n.writeFrame(s, out.Bytes())
+		}
+		return nil, 0, true, err
+	}
 	n.noteRegression(ctx, remote, theirs)
 	epoch := n.store.Epoch()
 	cursor = theirs.WantSeq
@@ -185,6 +197,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 	n.mu.Lock()
 	st := n.peer(remote)
 	n.mu.Unlock()
+	pokeAdmitsUs(st)
 	snd := &sender{
 		n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have,
 		acks: newStreamAcks(cursor), fo: newFanout(), hold: relayHold{window: n.cfg.deferWindow},
