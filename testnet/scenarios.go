@@ -98,6 +98,8 @@ var Scenarios = []Scenario{
 	{"pair-short-code", PairShortCode},
 	{"pair-attack", PairAttack},
 	{"forget-offline", ForgetOffline},
+	{"forget-rejoin", ForgetRejoin},
+	{"forget-rejoin-static", ForgetRejoinStatic},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},
 	{"restore-writes", RestoreWrites},

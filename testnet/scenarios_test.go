@@ -42,6 +42,9 @@ func TestCollectRestore(t *testing.T) { long(t); CollectRestore(t, params(), nil
 
 func TestRestoreWrites(t *testing.T) { long(t); RestoreWrites(t, params(), nil) }
 
+func TestForgetRejoin(t *testing.T)       { ForgetRejoin(t, params(), nil) }
+func TestForgetRejoinStatic(t *testing.T) { ForgetRejoinStatic(t, params(), nil) }
+
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
 		t.Skip("takes over a minute (a partition must outlast the connection keepalive); run with -testnet.long")
