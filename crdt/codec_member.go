@@ -15,6 +15,8 @@ type wireMember struct {
 	// Epoch is the addition's epoch, absent when 0 (an older build's
 	// record encodes as it did).
 	Epoch uint64 `cbor:"5,keyasint,omitempty"`
+	// RemovedEpoch is the removal's epoch, absent when 0.
+	RemovedEpoch uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 type wireAdded struct {
@@ -29,7 +31,7 @@ func (m *Member) wire() *wireMember {
 	// A copy: a slice of m.Library would make every Entry that is encoded
 	// escape to the heap, a whole record's allocation for each record
 	// decoded (Decode encodes to check).
-	w := &wireMember{Library: bytes.Clone(m.Library[:]), ID: uint64(m.ID), Removed: stampWire(m.Removed)}
+	w := &wireMember{Library: bytes.Clone(m.Library[:]), ID: uint64(m.ID), Removed: stampWire(m.Removed), RemovedEpoch: m.RemovedEpoch}
 	if !m.Added.IsZero() {
 		w.Added = &wireAdded{Wall: m.Added.Wall, Logical: m.Added.Logical, Device: uint64(m.Added.Device), By: uint64(m.AddedBy)}
 		w.Epoch = m.AddedEpoch
@@ -44,7 +46,7 @@ func (w *wireMember) domain() (Member, error) {
 	if len(w.Library) != len(LibraryID{}) {
 		return Member{}, invalidf("member record with a library id of %d bytes", len(w.Library))
 	}
-	m := Member{ID: DeviceID(w.ID), Removed: w.Removed.domain(), AddedEpoch: w.Epoch}
+	m := Member{ID: DeviceID(w.ID), Removed: w.Removed.domain(), AddedEpoch: w.Epoch, RemovedEpoch: w.RemovedEpoch}
 	copy(m.Library[:], w.Library)
 	if w.Added != nil {
 		m.Added = Timestamp{Wall: w.Added.Wall, Logical: w.Added.Logical, Device: DeviceID(w.Added.Device)}

@@ -33,9 +33,14 @@ const MaxMemberNames = 16
 //	                (library/doc.go). So a device paired again in a later
 //	                epoch takes that epoch's addition, and an older one
 //	                never hides it.
-//	Removed         the earliest removal wins; once removed, a device is
-//	                removed for good, whatever additions come later: a
-//	                removal wins. Removed.Device is the device that removed it.
+//	Removed, RemovedEpoch
+//	                the earliest removal wins (then the older epoch); once
+//	                removed, a device is removed for good, whatever
+//	                additions come later: a removal wins. Removed.Device is
+//	                the device that removed it, RemovedEpoch the epoch of
+//	                the library's secret it was removed in: what the device
+//	                added in that epoch or before may still count, what it
+//	                claims to add in a later one never does (library/doc.go).
 //	Names           grow-only set of name writes, of which the newest
 //	                MaxMemberNames are kept: the name at any time is the
 //	                newest write at or before it, so a rename never rewrites
@@ -59,7 +64,11 @@ type Member struct {
 	// of older builds.
 	AddedEpoch uint64
 	Removed    Timestamp // zero while a member
-	Names      []Text    // ascending by (At, Value), no duplicates, each written
+	// RemovedEpoch is the epoch of the library's secret the removal was
+	// made in: 0 before the secret first rotated, and in records of older
+	// builds.
+	RemovedEpoch uint64
+	Names        []Text // ascending by (At, Value), no duplicates, each written
 }
 
 // MemberEntry wraps a member record.
@@ -113,12 +122,12 @@ func AddMember(lib LibraryID, id DeviceID, at Timestamp, epoch uint64) (Entry, e
 }
 
 // RemoveMember records, as of at, that device id was removed from the library
-// by at.Device.
-func RemoveMember(lib LibraryID, id DeviceID, at Timestamp) (Entry, error) {
+// by at.Device, in the library's epoch epoch.
+func RemoveMember(lib LibraryID, id DeviceID, at Timestamp, epoch uint64) (Entry, error) {
 	if err := checkStamp(at); err != nil {
 		return Entry{}, err
 	}
-	m := Member{Library: lib, ID: id, Removed: at}
+	m := Member{Library: lib, ID: id, Removed: at, RemovedEpoch: epoch}
 	if err := m.validate(); err != nil {
 		return Entry{}, err
 	}
@@ -148,8 +157,8 @@ func (m *Member) Merge(o *Member) bool {
 		m.Added, m.AddedBy, m.AddedEpoch = o.Added, o.AddedBy, o.AddedEpoch
 		changed = true
 	}
-	if !o.Removed.IsZero() && (m.Removed.IsZero() || o.Removed.Compare(m.Removed) < 0) {
-		m.Removed = o.Removed
+	if !o.Removed.IsZero() && (m.Removed.IsZero() || compareRemove(o, m) < 0) {
+		m.Removed, m.RemovedEpoch = o.Removed, o.RemovedEpoch
 		changed = true
 	}
 	if names, ok := mergeNames(m.Names, o.Names); ok {
@@ -169,6 +178,15 @@ func compareAdd(a, b *Member) int {
 		return c
 	}
 	return cmp.Compare(a.AddedBy, b.AddedBy)
+}
+
+// compareRemove orders two removals, the one that wins first: the
+// earlier stamp, then the older epoch.
+func compareRemove(a, b *Member) int {
+	if c := a.Removed.Compare(b.Removed); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.RemovedEpoch, b.RemovedEpoch)
 }
 
 // mergeNames returns the newest MaxMemberNames of the union of a and b, both
@@ -240,6 +258,9 @@ func (m *Member) validate() error {
 	}
 	if err := m.Removed.validate(); err != nil {
 		return err
+	}
+	if m.RemovedEpoch != 0 && m.Removed.IsZero() {
+		return invalidf("member %s: a removal's epoch without the removal", m.ID)
 	}
 	if len(m.Names) > MaxMemberNames {
 		return invalidf("member %s has %d names, more than %d", m.ID, len(m.Names), MaxMemberNames)

@@ -32,6 +32,7 @@ var genMember = rapid.Custom(func(t *rapid.T) crdt.Member {
 	}
 	if rapid.Bool().Draw(t, "removed") {
 		m.Removed = genStamp.Draw(t, "removed at")
+		m.RemovedEpoch = rapid.Uint64Range(0, 3).Draw(t, "removed in")
 	}
 	var names []crdt.Text
 	for range rapid.IntRange(0, crdt.MaxMemberNames+4).Draw(t, "names") {
@@ -59,7 +60,7 @@ func TestMemberMergeIsASemilattice(t *testing.T) {
 // device, and the removal kept is the earliest one.
 func TestMemberRemovalWins(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		removal := must(t)(crdt.RemoveMember(lib1, devA, genStamp.Draw(t, "removed at")))
+		removal := must(t)(crdt.RemoveMember(lib1, devA, genStamp.Draw(t, "removed at"), rapid.Uint64Range(0, 3).Draw(t, "removed in")))
 		others := rapid.SliceOfN(rapid.Map(genMember, crdt.MemberEntry), 0, 5).Draw(t, "others")
 		at := rapid.IntRange(0, len(others)).Draw(t, "removal position")
 		seq := append(append(append([]crdt.Entry{}, others[:at]...), removal), others[at:]...)
@@ -160,7 +161,7 @@ func TestMemberOperationsRefuse(t *testing.T) {
 		{"no library", func() (crdt.Entry, error) { return crdt.AddMember(crdt.LibraryID{}, devB, at, 1) }},
 		{"no device", func() (crdt.Entry, error) { return crdt.AddMember(lib1, 0, at, 1) }},
 		{"no adder", func() (crdt.Entry, error) { return crdt.AddMember(lib1, devB, crdt.Timestamp{Wall: t0}, 1) }},
-		{"no stamp", func() (crdt.Entry, error) { return crdt.RemoveMember(lib1, devB, crdt.Timestamp{}) }},
+		{"no stamp", func() (crdt.Entry, error) { return crdt.RemoveMember(lib1, devB, crdt.Timestamp{}, 0) }},
 		{"empty name", func() (crdt.Entry, error) { return crdt.NameMember(lib1, at, "") }},
 		{"control character", func() (crdt.Entry, error) { return crdt.NameMember(lib1, at, "a\nb") }},
 		{"long name", func() (crdt.Entry, error) {
@@ -243,6 +244,7 @@ func memberGoldenRecords() []struct {
 			Names: []crdt.Text{{At: ts(t0, 1, phone), Value: "Pixel 9"}, {At: ts(t0+day, 0, phone), Value: "Reading phone"}}})},
 		{"member-removed", crdt.MemberEntry(crdt.Member{Library: lib, ID: nas, Added: ts(t0, 0, nas), AddedBy: nas, Removed: ts(t0+40*day, 0, laptop)})},
 		{"member-added-in-epoch", crdt.MemberEntry(crdt.Member{Library: lib, ID: phone, Added: ts(t0+50*day, 0, laptop), AddedBy: laptop, AddedEpoch: 3})},
+		{"member-removed-in-epoch", crdt.MemberEntry(crdt.Member{Library: lib, ID: nas, Removed: ts(t0+60*day, 0, laptop), RemovedEpoch: 3})},
 	}
 }
 

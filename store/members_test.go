@@ -27,7 +27,7 @@ func TestMembers(t *testing.T) {
 		mustEntry(crdt.AddMember(other, 0xc, at(3, 0xc), 0)),
 	}})
 	apply(t, s, Batch{Entries: []crdt.Entry{
-		mustEntry(crdt.RemoveMember(lib, 0xb, at(5, 0xa))),
+		mustEntry(crdt.RemoveMember(lib, 0xb, at(5, 0xa), 0)),
 		mustEntry(crdt.AddMember(lib, 0xb, at(6, 0xb), 0)), // too late: removed for good
 	}})
 	s.Close()
