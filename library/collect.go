@@ -148,15 +148,14 @@ func sameSummary(a, b *crdt.Summary) bool {
 	return a.Device == b.Device && a.Epoch == b.Epoch && a.Seq == b.Seq && slices.Equal(a.Cursors, b.Cursors)
 }
 
-// currentMembers returns the devices that are members and not removed.
+// currentMembers returns the devices that are members now; none while
+// this device's own addition has not reached it (a joiner that has not
+// heard from its inviter yet may not know every member).
 func (l *Library) currentMembers() []crdt.DeviceID {
-	var out []crdt.DeviceID
-	for _, m := range l.members.list() {
-		if !m.Added.IsZero() && !m.IsRemoved() && l.members.current(m.ID) {
-			out = append(out, m.ID)
-		}
+	if m, _ := l.members.get(l.self); m.Added.IsZero() {
+		return nil
 	}
-	return out
+	return l.members.currentIDs()
 }
 
 // forgetCursors drops the cursors into removed devices (once each), so that

@@ -64,6 +64,12 @@ const leaveDeliverTimeout = 10 * time.Second
 // peer network restarts under its key and dials the inviter; every book
 // this device has stays and merges into the library. A code that does not
 // work is a *Refusal.
+//
+// A long code makes this device a member only once its inviter has taken
+// the code's ticket: Join waits a bounded time (joinAdmitWait) to hear
+// from the inviter, and returns a Refusal of kind ErrNotAdmitted, with the
+// inviter's reason, if it refused the ticket. A short code's inviter adds
+// this device itself.
 func (l *Library) Join(ctx context.Context, code, pairAddr string) (crdt.LibraryID, error) {
 	j, err := l.JoinReport(ctx, code, pairAddr)
 	return j.Library, err
@@ -84,10 +90,21 @@ func (l *Library) JoinReport(ctx context.Context, code, pairAddr string) (Joined
 	if err != nil {
 		return Joined{}, err
 	}
-	return Joined{Library: crdt.LibraryID(inv.Library.ID), Warnings: warnings}, l.join(ctx, inv)
+	j := Joined{Library: crdt.LibraryID(inv.Library.ID), Warnings: warnings}
+	if len(inv.Ticket) == 0 {
+		// A short code's: its inviter adds this device itself.
+		return j, l.join(ctx, inv)
+	}
+	done := l.joinW.watch(peer.DeviceIDOf(inv.Peer))
+	if err := l.join(ctx, inv); err != nil {
+		l.joinW.result()
+		return j, err
+	}
+	return j, l.awaitInviter(ctx, done)
 }
 
-// join moves this device into the invite's library.
+// join moves this device into the invite's library: one of its own if the
+// invite names no inviter.
 func (l *Library) join(ctx context.Context, inv peer.Invite) error {
 	l.moveMu.Lock()
 	defer l.moveMu.Unlock()
@@ -96,18 +113,28 @@ func (l *Library) join(ctx context.Context, inv peer.Invite) error {
 			l.log.Warn("stop peer network for join", "err", err)
 		}
 	}
-	if err := l.store.SetLibrary(ctx, store.Library{ID: inv.Library.ID, Secret: inv.Library.Secret}); err != nil {
+	var inviter uint64
+	if inv.Peer != "" {
+		inviter = uint64(peer.DeviceIDOf(inv.Peer))
+	}
+	if err := l.store.JoinLibrary(ctx, store.Library{ID: inv.Library.ID, Secret: inv.Library.Secret}, inviter, inv.Ticket); err != nil {
 		return errors.Join(err, l.startNode(context.WithoutCancel(ctx), nil))
 	}
-	if err := l.joined(ctx, inv); err != nil {
-		l.log.Warn("record this device as added by its inviter", "err", err)
+	if inviter == 0 {
+		if err := l.addSelf(ctx); err != nil {
+			l.log.Warn("record this device as the maker of its library", "err", err)
+		}
 	}
+	// The inviter is trusted from here on, as the invite names it (a short
+	// code's pairing authenticated it): this device writes no member
+	// record for it, or for itself, which the inviter writes.
 	l.log.Info("joined library", "library", hex.EncodeToString(inv.Library.ID[:]), "inviter", inv.Peer)
 	return l.startNode(context.WithoutCancel(ctx), inv.PeerAddrs())
 }
 
 // inviteOf returns the library invite of a join: a short code is paired
-// for (with its pairing's warnings), a long code carries it.
+// for (with its pairing's warnings), a long code carries it, with its
+// ticket.
 func (l *Library) inviteOf(ctx context.Context, text, pairAddr string) (peer.Invite, []string, error) {
 	code, err := pair.ParseCode(text)
 	if err == nil {
@@ -122,6 +149,9 @@ func (l *Library) inviteOf(ctx context.Context, text, pairAddr string) (peer.Inv
 	inv, err := peer.DecodeInvite(text)
 	if err != nil {
 		return peer.Invite{}, nil, refusef(ErrBadInvite, "%v", err)
+	}
+	if inv.Peer == "" || len(inv.Ticket) == 0 {
+		return peer.Invite{}, nil, refusef(ErrBadInvite, "this invite code names no inviter or carries no ticket (an older danyue made it): no device of the library would make this one a member; make a new code with `danyue invite` on a device of the library")
 	}
 	return inv, nil, nil
 }
@@ -147,8 +177,8 @@ type Left struct {
 // and the members that learn of the leave rotate theirs (rotate.go). The
 // books stay on the device.
 func (l *Library) Leave(ctx context.Context) (Left, error) {
-	lib := l.members.library()
-	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, l.self, at) }); err != nil {
+	lib, epoch := l.members.library(), l.members.epoch()
+	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, l.self, at, epoch) }); err != nil {
 		return Left{}, fmt.Errorf("record that this device leaves: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, leaveDeliverTimeout)

@@ -89,6 +89,7 @@ type Library struct {
 	net   peerNodes
 	coll  collector // tombstone collection (collect.go)
 	pairs pairings  // the open short-code invitation (pairing.go)
+	joinW joinWatch // what the inviter of a long code says (invites.go)
 
 	// moveMu serialises whatever replaces the nodes (joins, rotations,
 	// dropping the superseded secrets); it is held across network I/O and
@@ -168,7 +169,8 @@ func (l *Library) init(ctx context.Context) error {
 		return fmt.Errorf("device identity: %w", err)
 	}
 	l.self = peer.DeviceIDOf(pid)
-	if _, ok := l.store.Library(); !ok {
+	_, had := l.store.Library()
+	if !had {
 		lib, err := peer.NewLibrary()
 		if err != nil {
 			return err
@@ -186,6 +188,11 @@ func (l *Library) init(ctx context.Context) error {
 	l.clock.c.Observe(l.store.ClockHighWater(), l.wallMs())
 	if err := l.loadState(ctx); err != nil {
 		return err
+	}
+	if !had {
+		if err := l.addSelf(ctx); err != nil {
+			return fmt.Errorf("record this device as the maker of its library: %w", err)
+		}
 	}
 	// Without a name the device keeps the name it has: a restart (as a
 	// service manager does it, without flags) renames nothing, and neither

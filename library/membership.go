@@ -9,15 +9,32 @@ import (
 	"github.com/danyue/danyue/peer"
 )
 
-// Who writes the member records: a device adds itself when it starts in a
-// library it is not a member of yet (ensureSelf), the inviter of a pairing
-// adds the joiner (notePaired) and the joiner adds itself as added by its
-// inviter (joined), and a member that completes a hello with a device it
-// does not know adds it (noteHello), which is how the devices of a library
-// made before members were recorded learn each other. A device is removed
-// by another (Forget) or by itself (Leave). What the records say reaches
-// the rest of the library through memberChanged: the set, the names, the
-// offers parked for a member, connections cut and secrets rotated.
+// Who writes the member records: the device that makes a library adds
+// itself (addSelf, in epoch 0); the inviter of a pairing adds the joiner
+// (notePaired), and the inviter of a long code adds the device that
+// redeems its ticket (redeem, invites.go), each in the library's epoch of
+// the moment and as itself (the addition's stamp is the adder's). Nothing
+// else adds anyone: not a hello, a summary or a residue, whatever secret
+// the device that sent it holds. A device is removed by another (Forget)
+// or by itself (Leave). What the records say reaches the rest of the
+// library through memberChanged: the set, the names, the offers parked for
+// a member, connections started, cut, and secrets rotated.
+
+// rules reads, from the store, what besides the records decides who is a
+// member (memberRules).
+func (l *Library) rules() memberRules {
+	lib, _ := l.store.Library()
+	r := memberRules{self: l.self, epoch: lib.Epoch}
+	if roster, ok := l.store.Roster(); ok {
+		r.roster = make(map[crdt.DeviceID]bool, len(roster))
+		for _, id := range roster {
+			r.roster[crdt.DeviceID(id)] = true
+		}
+	}
+	inviter, _ := l.store.Joining()
+	r.inviter = crdt.DeviceID(inviter)
+	return r
+}
 
 // loadMembers reads the member records of the current library into the
 // set the gater and the API read, and this device's name history from the
@@ -28,69 +45,70 @@ func (l *Library) loadMembers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the members: %w", err)
 	}
-	l.members.reset(lib, list)
+	l.members.reset(lib, list, l.rules())
 	return l.store.Scan(ctx, crdt.KindMember, func(e crdt.Entry) error {
 		l.names.noteMember(&e.Member)
 		return nil
 	})
 }
 
-// ensureSelf makes this device a member of the current library, added by
-// by, if it is not one yet, and records its current name there if the
+// applyRules takes the store's epoch and roster into the member set, once
+// they changed (a rotation, an epoch learned), and acts on what that
+// changed.
+func (l *Library) applyRules() {
+	ch := l.members.setRules(l.rules())
+	var news memberNews
+	l.noteSetChange(ch, &news)
+	l.actOnMembers(news)
+}
+
+// addSelf records that this device made the library it is in: the one
+// addition a device writes of itself.
+func (l *Library) addSelf(ctx context.Context) error {
+	lib := l.ID()
+	_, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, l.self, at, 0) })
+	return err
+}
+
+// ensureName records this device's current name in the library, if the
 // library does not have it.
-func (l *Library) ensureSelf(ctx context.Context, by crdt.DeviceID) error {
+func (l *Library) ensureName(ctx context.Context) error {
 	lib := l.members.library()
 	m, _ := l.members.get(l.self)
 	if m.IsRemoved() {
 		l.log.Warn("this device was removed from the library (forgotten by another device): the other devices refuse its connections; join again with a new invite", "removed_by", m.Removed.Device)
 	}
 	name := l.Name()
-	if !m.Added.IsZero() && m.Name() == name {
+	if m.Name() == name {
 		return nil
 	}
-	_, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
-		e := crdt.MemberEntry(crdt.Member{Library: lib, ID: l.self})
-		if m.Added.IsZero() {
-			add, err := crdt.AddMember(lib, l.self, by, at)
-			if err != nil {
-				return crdt.Entry{}, err
-			}
-			e = add
-		}
-		if m.Name() != name {
-			n, err := crdt.NameMember(lib, at, name)
-			if err != nil {
-				return crdt.Entry{}, err
-			}
-			if _, err := e.Merge(&n); err != nil {
-				return crdt.Entry{}, err
-			}
-		}
-		return e, nil
-	})
+	_, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.NameMember(lib, at, name) })
 	return err
 }
 
 // addMember records that device id was added to the current library by
-// this device, unless it is known there already.
+// this device, in the library's current epoch, unless it is a member
+// already.
 func (l *Library) addMember(ctx context.Context, id crdt.DeviceID, why string) error {
-	if m, ok := l.members.get(id); ok && !m.Added.IsZero() {
+	if l.members.current(id) {
 		return nil
 	}
-	lib := l.members.library()
-	res, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, id, l.self, at) })
+	lib, _ := l.store.Library()
+	res, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+		return crdt.AddMember(crdt.LibraryID(lib.ID), id, at, lib.Epoch)
+	})
 	if err != nil {
 		return fmt.Errorf("add device %s to the members: %w", id, err)
 	}
 	if len(res.Changed) > 0 {
-		l.log.Info("added a device to the library's members", "device", id, "why", why)
+		l.log.Info("added a device to the library's members", "device", id, "epoch", lib.Epoch, "why", why)
 		return nil
 	}
-	// An earlier addition (another of the device's streams admitting it, a
-	// pairing, a synced record) was committed first, so this write changed
-	// nothing; that commit may not have reached the set yet, and callers
-	// (admitted) decide on the set as soon as this returns.
-	return l.takeMember(ctx, lib, id)
+	// An earlier addition (a pairing, a synced record) was committed
+	// first, so this write changed nothing; that commit may not have
+	// reached the set yet, and callers (redeem) decide on the set as soon
+	// as this returns.
+	return l.takeMember(ctx, crdt.LibraryID(lib.ID), id)
 }
 
 // takeMember merges the committed member record of device id into the set,
@@ -110,37 +128,14 @@ func (l *Library) takeMember(ctx context.Context, lib crdt.LibraryID, id crdt.De
 	return nil
 }
 
-// noteHello adds a device that completed a hello and is not a member yet:
-// one of a library made before members were recorded, or one that joined
-// by the long invite code, which carries the secret (peer/gater.go).
-func (l *Library) noteHello(id crdt.DeviceID) {
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
-	defer cancel()
-	if err := l.addMember(ctx, id, "it completed a hello"); err != nil {
-		l.log.Warn("record a device that said hello", "device", id, "err", err)
-	}
-}
-
-// admitted reports whether the word of device from counts: a current
-// member's does, and so does that of a device the gater let in that is not
-// a member yet, which is added as a hello adds it (its summaries or
-// residues can arrive before its hello is through).
-func (l *Library) admitted(from crdt.DeviceID) bool {
-	if l.members.current(from) {
-		return true
-	}
-	if l.members.removed(from) {
-		return false
-	}
-	l.noteHello(from)
-	return l.members.current(from)
-}
-
 // memberNews is what committed member records tell the library to do,
 // once the batch that carried them is taken into account.
 type memberNews struct {
 	removed []crdt.DeviceID // devices the records removed
+	gained  []crdt.DeviceID // devices that are members now
+	lost    []crdt.DeviceID // devices that no longer are, not removed
 	offers  []parkedOffer   // secrets offered by devices now members
+	added   bool            // this device was added by another
 }
 
 type parkedOffer struct {
@@ -152,19 +147,58 @@ type parkedOffer struct {
 // history, and adds to news what follows from it.
 func (l *Library) memberChanged(m *crdt.Member, news *memberNews) {
 	l.names.noteMember(m)
-	if l.members.update(*m) {
-		news.removed = append(news.removed, m.ID)
+	ch := l.members.update(*m)
+	news.removed = append(news.removed, ch.removed...)
+	l.noteSetChange(ch, news)
+	if m.ID == l.self && !m.Added.IsZero() && m.AddedBy != l.self && m.Library == l.members.library() {
+		news.added = true
 	}
-	if r, ok := l.parked.settle(m.ID, &l.members); ok {
-		news.offers = append(news.offers, parkedOffer{m.ID, r})
+	if ch.removed != nil {
+		// An offer parked from a device now removed is dropped.
+		l.parked.settle(m.ID, &l.members)
+	}
+}
+
+// noteSetChange adds to news what a change of the members means.
+func (l *Library) noteSetChange(ch setChange, news *memberNews) {
+	news.gained = append(news.gained, ch.gained...)
+	for _, id := range ch.lost {
+		if !l.members.removed(id) {
+			news.lost = append(news.lost, id)
+		}
+	}
+	for _, id := range ch.gained {
+		if r, ok := l.parked.settle(id, &l.members); ok {
+			news.offers = append(news.offers, parkedOffer{id, r})
+		}
 	}
 }
 
 // actOnMembers does what committed member records told the library to.
 func (l *Library) actOnMembers(news memberNews) {
 	l.disconnectRemoved(news.removed)
+	node := l.net.current()
+	for _, id := range news.gained {
+		if node != nil && id != l.self {
+			node.Admitted(id)
+		}
+	}
+	for _, id := range news.lost {
+		if id == l.self {
+			continue
+		}
+		m, _ := l.members.get(id)
+		l.log.Warn("a device is no longer a member: it was added during a partition before a forget (or by a device that was forgotten); pair it again",
+			"device", id, "added_by", m.AddedBy, "added_in_epoch", m.AddedEpoch, "epoch", l.members.epoch())
+		if node != nil {
+			node.Disconnect(id)
+		}
+	}
 	for _, p := range news.offers {
 		l.spawn(func() { l.onRekey(p.from, p.offer) })
+	}
+	if news.added {
+		l.spawn(l.dropTicket)
 	}
 }
 
@@ -278,8 +312,8 @@ func (l *Library) Forget(ctx context.Context, ref string) (crdt.Member, error) {
 	if m.IsRemoved() {
 		return m, nil
 	}
-	lib := l.members.library()
-	res, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, m.ID, at) })
+	lib, epoch := l.members.library(), l.members.epoch()
+	res, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, m.ID, at, epoch) })
 	if err != nil {
 		return crdt.Member{}, err
 	}
@@ -301,7 +335,7 @@ func (l *Library) Forget(ctx context.Context, ref string) (crdt.Member, error) {
 func (l *Library) notePaired(device string) {
 	id, err := crdt.ParseDeviceID(device)
 	if err != nil {
-		l.log.Warn("a paired device gave no device id; it is added when it first syncs", "device", device)
+		l.log.Warn("a paired device gave no device id; it is not a member until it pairs again", "device", device)
 		return
 	}
 	if m, ok := l.members.get(id); ok && m.IsRemoved() {
@@ -315,32 +349,19 @@ func (l *Library) notePaired(device string) {
 	}
 }
 
-// joined records, in the library this device is joining, that it was
-// added by the inviter whose invite it used (a long code, or the one a
-// short-code pairing handed over), or by itself if the invite does not say
-// who made it; and that the inviter is a member, as a hello with it would.
-// The inviter's own record, which the earliest addition makes win, arrives
-// by sync; until then this one lets this device take the inviter's word:
-// a new secret the inviter rotates to a moment after the pairing, which
-// this device would otherwise refuse as a stranger's.
-func (l *Library) joined(ctx context.Context, inv peer.Invite) error {
-	lib, by := crdt.LibraryID(inv.Library.ID), l.self
-	if inv.Peer != "" {
-		by = peer.DeviceIDOf(inv.Peer)
-	}
-	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, l.self, by, at) }); err != nil {
-		return err
-	}
-	if by == l.self {
-		return nil
-	}
-	_, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.AddMember(lib, by, l.self, at) })
-	return err
-}
-
 // Members returns every member record of the library, removed devices
-// included, in device id order.
+// included, in device id order: also those of devices that are not
+// members (Standing says).
 func (l *Library) Members() []crdt.Member { return l.members.list() }
 
 // Member returns the member record of device id, if the library has one.
 func (l *Library) Member(id crdt.DeviceID) (crdt.Member, bool) { return l.members.get(id) }
+
+// Standing says whether device id is a member now, and if not why.
+func (l *Library) Standing(id crdt.DeviceID) Standing { return l.members.standing(id) }
+
+// Epoch returns the epoch of the library's secret this device is on.
+func (l *Library) Epoch() uint64 {
+	lib, _ := l.store.Library()
+	return lib.Epoch
+}

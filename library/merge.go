@@ -2,6 +2,7 @@ package library
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/danyue/danyue/crdt"
@@ -189,7 +190,7 @@ func (l *Library) onPeerEvent(ev peer.Event) {
 		kind := PeerDisconnected
 		if ev.Kind == peer.PeerConnected {
 			kind = PeerConnected
-			l.noteHello(p.Device)
+			l.joinW.served(p.Device)
 		}
 		// The peer layer has logged it.
 		if l.cfg.OnEvent != nil {
@@ -198,6 +199,11 @@ func (l *Library) onPeerEvent(ev peer.Event) {
 	case peer.PeerClockSkewed:
 		l.log.Warn("a peer's clock is off", "device", p.Device, "name", p.Name, "offset", p.ClockOffset)
 	case peer.PeerRefused:
+		if errors.Is(ev.Err, peer.ErrNotMember) {
+			l.joinW.refused(p.Device, ev.Err)
+			// The peer layer has logged it, with the reason.
+			return
+		}
 		l.log.Warn("a peer cannot sync with this device", "device", p.Device, "peer_id", p.ID, "err", ev.Err)
 	}
 }

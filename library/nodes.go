@@ -40,8 +40,8 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 			return err
 		}
 	}
-	if err := l.ensureSelf(ctx, l.self); err != nil {
-		return fmt.Errorf("record this device as a member: %w", err)
+	if err := l.ensureName(ctx); err != nil {
+		return fmt.Errorf("record this device's name in the library: %w", err)
 	}
 	if listen == nil {
 		listen = l.cfg.Listen
@@ -58,6 +58,9 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 		Logger:      l.log.With("component", "peer"),
 		OnEvent:     l.onPeerEvent,
 		Removed:     l.members.removed,
+		Member:      l.members.current,
+		Redeem:      l.redeem,
+		Ticket:      l.ticketFor,
 		OnRekey:     l.onRekey,
 		RekeyOffer:  func(to crdt.DeviceID) (peer.Rekey, bool) { return l.mainOffer(peerLibrary(lib), to) },
 		Summaries:   l.summaries,
@@ -83,16 +86,6 @@ func peerLibrary(l store.Library) peer.Library {
 // ErrNoNetwork is returned while the peer network is not running (a join
 // is restarting it, or the library is closing).
 var ErrNoNetwork = errors.New("the peer network is not running")
-
-// Invite returns a long invite code of the library: it carries the
-// library secret, and the addresses the main node listens on now.
-func (l *Library) Invite() (string, error) {
-	node := l.net.current()
-	if node == nil {
-		return "", ErrNoNetwork
-	}
-	return node.Invite(), nil
-}
 
 // Peers returns what the main node knows of each peer; none while the
 // network is not running.
@@ -260,7 +253,7 @@ func (n *peerNodes) clearMeet() {
 // and every member of members but self has been seen on it. The store
 // moves to a new secret before moveToLocked resets what was seen, so a
 // device checked here before the move is reset with the rest.
-func (n *peerNodes) seenOnCurrent(st *store.Store, lib peer.Library, id, self crdt.DeviceID, members []crdt.Member) bool {
+func (n *peerNodes) seenOnCurrent(st *store.Store, lib peer.Library, id, self crdt.DeviceID, members []crdt.DeviceID) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if cur, ok := st.Library(); !ok || cur.Secret != lib.Secret {
@@ -274,7 +267,7 @@ func (n *peerNodes) seenOnCurrent(st *store.Store, lib peer.Library, id, self cr
 		return false
 	}
 	for _, m := range members {
-		if m.ID != self && !m.IsRemoved() && !n.onCurrent[m.ID] {
+		if m != self && !n.onCurrent[m] {
 			return false
 		}
 	}

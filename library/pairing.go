@@ -196,9 +196,10 @@ func parsePairAD(b []byte) pairAD {
 }
 
 // invitePayload is what an inviter seals to a joiner: the library's long
-// invite code, with the addresses it listens on now.
+// invite code, with the addresses it listens on now, without a ticket: the
+// inviter adds the joiner itself (notePaired).
 func (l *Library) invitePayload() ([]byte, error) {
-	code, err := l.Invite()
+	code, err := l.pairingCode()
 	return []byte(code), err
 }
 

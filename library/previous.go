@@ -130,7 +130,7 @@ func (l *Library) currentOffer() (peer.Rekey, bool) {
 	if !ok {
 		return peer.Rekey{}, false
 	}
-	r := peer.Rekey{Library: peerLibrary(lib), Removed: l.members.removedIDs()}
+	r := peer.Rekey{Library: peerLibrary(lib), Removed: l.members.removedIDs(), Members: l.roster()}
 	if node := l.net.current(); node != nil {
 		r.Addrs = node.Addrs()
 	}
@@ -147,13 +147,17 @@ func (l *Library) previousOffer(to crdt.DeviceID) (peer.Rekey, bool) {
 	return l.currentOffer()
 }
 
-// mainOffer runs when a device connects to the main node on secret lib:
-// it is on that secret. A library that has rotated tells it the epoch (a
-// device that joined by an invite does not know it).
+// mainOffer runs when a member connects to the main node on secret lib:
+// it is on that secret. A library that has rotated tells it the epoch and
+// its roster (a device that joined by an invite knows neither). A device
+// that is not a member is told nothing.
 func (l *Library) mainOffer(lib peer.Library, to crdt.DeviceID) (peer.Rekey, bool) {
+	if !l.members.current(to) {
+		return peer.Rekey{}, false
+	}
 	l.noteOnCurrent(lib, to)
 	r, ok := l.currentOffer()
-	if !ok || r.Library.Epoch == 0 || l.members.removed(to) {
+	if !ok || r.Library.Epoch == 0 {
 		return peer.Rekey{}, false
 	}
 	return r, true
@@ -165,7 +169,7 @@ func (l *Library) mainOffer(lib peer.Library, to crdt.DeviceID) (peer.Rekey, boo
 // still meets devices on the secret it runs on: they are not on the new
 // one (peerNodes.seenOnCurrent).
 func (l *Library) noteOnCurrent(lib peer.Library, id crdt.DeviceID) {
-	if !l.net.seenOnCurrent(l.store, lib, id, l.self, l.members.list()) {
+	if !l.net.seenOnCurrent(l.store, lib, id, l.self, l.members.currentIDs()) {
 		return
 	}
 	l.spawn(func() {

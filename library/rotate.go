@@ -49,13 +49,19 @@ import (
 // rotates too: a member offline during a forget takes offers from the
 // forgotten device until it learns of the removal.
 //
-// A new secret is taken only from a current member (known, not removed;
-// one offered by a device not known yet is kept, and taken if its
-// membership arrives), never more than maxEpochJump epochs ahead; the
-// epoch of the secret a device already has is taken from anyone on it (a
-// device that joined by an invite, which carries no epoch, learns it so).
-// An offer names the devices the sender knows were removed: the receiver
-// refuses them and cuts them off before the records reach it.
+// A new secret is taken only from a current member (one offered by a
+// device not known yet is kept, and taken if its membership arrives),
+// never more than maxEpochJump epochs ahead; the epoch of the secret a
+// device already has is taken from a current member (a device that joined
+// by an invite, which carries no epoch, learns it so). An offer names the
+// devices the sender knows were removed: the receiver refuses them and
+// cuts them off before the records reach it. It also names the sender's
+// members: the roster of the offered epoch, the only devices an addition
+// made before that epoch still counts for (doc.go). A rotation names the
+// rotator's own members, a moved device those of the offer it took; the
+// first member a device meets on a newer epoch moves it there, and with it
+// the roster, so an addition made during a partition before a forget adds
+// nobody once the device that made it has moved.
 
 // rekeyOfferTimeout bounds handing the new secret to the connected members
 // before leaving the old network.
@@ -87,17 +93,39 @@ func (l *Library) rotate(ctx context.Context, why string) error {
 	if _, err := rand.Read(next.Secret[:]); err != nil {
 		return fmt.Errorf("rotate the library secret: %w", err)
 	}
-	l.log.Info("rotating the library secret", "why", why, "epoch", next.Epoch)
-	return l.moveToLocked(ctx, next, nil)
+	roster := l.roster()
+	l.log.Info("rotating the library secret", "why", why, "epoch", next.Epoch, "members", len(roster))
+	return l.moveToLocked(ctx, next, nil, roster)
 }
 
-// moveToLocked makes next the current secret, hands it to the connected
-// members, restarts the node on it (dialling dial too) and runs restricted
-// nodes on the superseded secrets. Callers hold l.moveMu.
-func (l *Library) moveToLocked(ctx context.Context, next store.Library, dial []multiaddr.Multiaddr) error {
-	if err := l.store.RotateLibrary(ctx, next); err != nil {
+// roster returns the members this device holds now, as a rotation names
+// them for the next epoch, at most peer.MaxRekeyMembers of them (this
+// device first).
+func (l *Library) roster() []crdt.DeviceID {
+	ids := l.members.currentIDs()
+	if len(ids) > peer.MaxRekeyMembers {
+		l.log.Warn("the library has more members than an epoch's roster holds; those left out must pair again", "members", len(ids), "roster", peer.MaxRekeyMembers)
+		ids = slices.DeleteFunc(ids, func(id crdt.DeviceID) bool { return id == l.self })
+		ids = append([]crdt.DeviceID{l.self}, ids[:peer.MaxRekeyMembers-1]...)
+	}
+	return ids
+}
+
+// moveToLocked makes next the current secret, with roster the members of
+// its epoch, hands it to the connected members, restarts the node on it
+// (dialling dial too) and runs restricted nodes on the superseded secrets.
+// Callers hold l.moveMu.
+func (l *Library) moveToLocked(ctx context.Context, next store.Library, dial []multiaddr.Multiaddr, roster []crdt.DeviceID) error {
+	ids := make([]uint64, len(roster))
+	for i, id := range roster {
+		ids[i] = uint64(id)
+	}
+	if err := l.store.RotateLibrary(ctx, next, ids); err != nil {
 		return err
 	}
+	// The new epoch's members from here on: nothing written from now goes
+	// to a device its roster leaves out, this offer included.
+	l.applyRules()
 	old := l.net.current()
 	var listen, known []multiaddr.Multiaddr
 	if old != nil {
@@ -110,9 +138,9 @@ func (l *Library) moveToLocked(ctx context.Context, next store.Library, dial []m
 		return err
 	}
 	if old != nil {
-		offer := peer.Rekey{Library: peerLibrary(next), Removed: l.members.removedIDs(), Addrs: append(old.Addrs(), l.net.previousAddrs()...)}
+		offer := peer.Rekey{Library: peerLibrary(next), Removed: l.members.removedIDs(), Addrs: append(old.Addrs(), l.net.previousAddrs()...), Members: l.roster()}
 		octx, cancel := context.WithTimeout(ctx, rekeyOfferTimeout)
-		took := old.OfferRekey(octx, offer, l.members.removed)
+		took := old.OfferRekey(octx, offer, func(d crdt.DeviceID) bool { return !l.members.current(d) })
 		cancel()
 		l.log.Info("handed the new library secret to the connected members", "members", took, "epoch", next.Epoch)
 	}
@@ -145,13 +173,8 @@ func (l *Library) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), handshakeWrite)
 	defer cancel()
 	offered := store.Library{ID: r.Library.ID, Secret: r.Library.Secret, Epoch: r.Library.Epoch}
-	if offered.Secret == cur.Secret && offered.Epoch < maxEpoch {
-		// Whoever connects on this secret knows it; only the epoch is news
-		// (to a device that joined by an invite, which carries none).
-		if err := l.store.SetLibraryEpoch(ctx, offered.Epoch); err != nil {
-			l.log.Warn("record the library's epoch", "err", err)
-		}
-		return true
+	if offered.Secret == cur.Secret {
+		return l.takeEpoch(ctx, from, cur, offered.Epoch, r.Members)
 	}
 	if offered.Epoch > cur.Epoch+maxEpochJump {
 		// Epochs are counted by the devices that rotate: no member is this
@@ -180,12 +203,41 @@ func (l *Library) onRekey(from crdt.DeviceID, r peer.Rekey) bool {
 	return true
 }
 
+// takeEpoch takes what a member says of the secret this device has: its
+// epoch, to a device that joined by an invite (which carries none), and
+// that epoch's roster, if this device knows none. Only a current member's
+// word counts, and a secret has one epoch: another epoch for it is
+// refused.
+func (l *Library) takeEpoch(ctx context.Context, from crdt.DeviceID, cur store.Library, epoch uint64, members []crdt.DeviceID) bool {
+	if !l.members.current(from) {
+		return false
+	}
+	if epoch >= maxEpoch || (cur.Epoch != 0 && epoch != cur.Epoch) {
+		l.log.Warn("refused a member's word that the library's secret is of another epoch", "device", from, "epoch", epoch, "current", cur.Epoch)
+		return false
+	}
+	var roster []uint64
+	for _, id := range members {
+		roster = append(roster, uint64(id))
+	}
+	if err := l.store.SetLibraryEpoch(ctx, epoch, roster); err != nil {
+		l.log.Warn("record the library's epoch", "err", err)
+		return false
+	}
+	l.applyRules()
+	return true
+}
+
 // takeOffer moves this device to offered, a current member's secret that
 // supersedes its own, which r carried: at once it refuses and cuts off the
 // devices r names as removed, since nothing written from here on may reach
-// them; the move itself runs under moveMu, on a goroutine.
+// them; the move itself runs under moveMu, on a goroutine. The new epoch's
+// roster is the members r names (what this device holds now if r names
+// none); of two secrets of one epoch, only the members both name.
 func (l *Library) takeOffer(from crdt.DeviceID, offered store.Library, r peer.Rekey) {
-	l.members.hint(r.Removed)
+	var news memberNews
+	l.noteSetChange(l.members.hint(r.Removed), &news)
+	l.actOnMembers(news)
 	l.removalsLearned(r.Removed)
 	node := l.net.current()
 	for _, id := range r.Removed {
@@ -206,9 +258,16 @@ func (l *Library) takeOffer(from crdt.DeviceID, offered store.Library, r peer.Re
 			}
 			return
 		}
+		roster := r.Members
+		if len(roster) == 0 {
+			roster = l.members.currentIDs()
+		}
+		if had, ok := l.store.Roster(); ok && offered.Epoch == cur.Epoch {
+			roster = slices.DeleteFunc(slices.Clone(roster), func(id crdt.DeviceID) bool { return !slices.Contains(had, uint64(id)) })
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*rekeyOfferTimeout)
 		defer cancel()
-		if err := l.moveToLocked(ctx, offered, r.Addrs); err != nil {
+		if err := l.moveToLocked(ctx, offered, r.Addrs, roster); err != nil {
 			l.log.Error("move to the new library secret", "err", err)
 		}
 	})

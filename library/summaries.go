@@ -34,8 +34,8 @@ func (l *Library) summariesLocked() []crdt.Summary {
 // here; a member's cursor into this store past its end (this one was
 // restored) makes its later changes take numbers after that cursor.
 func (l *Library) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
-	if !l.admitted(from) {
-		l.log.Debug("summaries from a removed device: ignored", "device", from)
+	if !l.members.current(from) {
+		l.log.Debug("summaries from a device that is not a member: ignored", "device", from)
 		return
 	}
 	t := l.takeSummaries(from, list)
@@ -170,8 +170,8 @@ func (l *Library) handResidues(to crdt.DeviceID, epoch uint64) {
 
 // onResidues merges residues a member handed over (peer.Config.OnResidues).
 func (l *Library) onResidues(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error {
-	if !l.admitted(from) {
-		return fmt.Errorf("residues from device %s, which was removed from the library", from)
+	if !l.members.current(from) {
+		return fmt.Errorf("residues from device %s, which is not a member of the library", from)
 	}
 	return l.applyFrom(ctx, from, entries, nil)
 }
