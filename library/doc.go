@@ -15,9 +15,10 @@
 //     to, after the hybrid clock has observed them. Both end in one place
 //     that keeps the counts, names and members current and reports what
 //     other devices did (Config.OnEvent).
-//   - Membership (members.go, membership.go): the member set the peer
-//     layer's gater asks, and who writes member records (pairing, joins,
-//     forgets, leaves, hellos).
+//   - Membership (members.go, membership.go, invites.go): the member set
+//     the peer layer asks, who writes member records (the device that made
+//     the library, inviters, forgets, leaves), and the long invite codes
+//     this device made.
 //   - The library secret (rotate.go, previous.go): its rotation when a
 //     device is forgotten or leaves, and the restricted nodes that bring
 //     members over from superseded secrets.
@@ -27,6 +28,81 @@
 //   - Tombstone collection (collect.go, summaries.go): summaries gossiped
 //     among members, and purging what every current member holds.
 //   - Clock warnings (clockwarn.go) and device names (names.go).
+//
+// # Who is a member
+//
+// Holding the library's secret makes no member: the secret travels in long
+// invite codes, and a forgotten device keeps the one it had. A device is a
+// member only through an addition (a crdt.Member record) that a member
+// made, as itself, when it paired the device: the inviter of a short code
+// once the exchange succeeded, or the maker of a long code once the joiner
+// presented the code's one-time ticket to it (invites.go). An addition is
+// bound to the epoch of the library's secret it was made in. Nothing else
+// adds anyone: not a hello, a summary, a residue or a rekey offer. A device
+// that is not a member may complete the private network's handshake, and
+// is given nothing (peer.Config.Member).
+//
+// Who counts, on each device (memberSet.recomputeLocked): start from this
+// device and the roster of its epoch (the members the device that rotated
+// to it named, carried by the rekey offer), or, where no secret ever rotated,
+// the device that made the library and this device's inviter; then follow
+// additions from the devices reached. Once a roster is known, an addition
+// made in an older epoch counts only for a device the roster names; a
+// forgotten device counts for nobody, and what it claims to add in an epoch
+// after the one it was forgotten in counts for nobody either.
+//
+// # Threat model
+//
+// What each of these can and cannot do, with the test that shows it.
+//
+// A forgotten device (danyue forget; or a lost or stolen one):
+//   - cannot connect to a member that has merged its removal, nor reach the
+//     library's new secret (TestCopyOfAForgottenDevice, TestRekeyPolicy,
+//     TestRekeyFromRemovedMember);
+//   - cannot make anyone a member: its long codes are redeemed by no current
+//     member, and an addition it claims after its removal counts for nobody
+//     (TestMemberRules, TestOfflineMemberBringsNobodyBack);
+//   - keeps what it had when it was forgotten, and, until a member that was
+//     offline during the forget has learned of it, can still sync with that
+//     member, which has nothing written after the forget to give it
+//     (TestOfflineMemberBringsNobodyBack).
+//
+// An old long code (one made before a forget, used, cancelled or expired):
+//   - makes nobody a member: its ticket is redeemed once, only by the device
+//     that made it, only in the epoch it was made in and before it expires
+//     (store.TestInvites, TestLongCodeWorksOnce);
+//   - after a forget carries a superseded secret, so it completes a handshake
+//     only with a member still offline since then, which gives it nothing
+//     (TestOfflineMemberBringsNobodyBack, and the testnet scenarios
+//     forget-rejoin and forget-rejoin-static on real daemons).
+//
+// A copy of a data dir is the device it was copied from: the same identity,
+// secret and open long codes. It can do what that device can, as long as
+// that device is a member (each copy may redeem the same open code once);
+// forgetting the device forgets every copy, since they share its identity
+// (TestCopyOfAForgottenDevice). A copy of a device that was never a member
+// is nothing.
+//
+// A member that was offline during a forget:
+//   - adds nobody from a hello, and gives a device that is not a member
+//     nothing (peer.TestStrangerWithTheSecretGetsNothing);
+//   - has, until it meets a current member, nothing written after the forget,
+//     and so gives nobody any of it; the first current member it meets (on
+//     that member's node on the old secret) hands it the new epoch and its
+//     roster;
+//   - may still add a device while away (a short code, a long code of its
+//     own): that device is a member only until the member moves to the new
+//     epoch, whose roster does not name it, and must pair again
+//     (TestOfflineMemberBringsNobodyBack, TestMemberRules).
+//
+// A rogue member (a current member whose owner, or thief, means harm):
+//   - can do what a member can until it is forgotten: add devices, forget
+//     others, write bad positions, titles and deletes (a delete is undone by
+//     a later write, and a deleted book is kept for the undo window), and
+//     hand out the secret;
+//   - once forgotten, can do what a forgotten device can, and no more: the
+//     devices it added before stay members, until forgotten too, and those
+//     it claims to add afterwards are none (TestMemberRules).
 //
 // # Locks
 //
