@@ -56,6 +56,8 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 		Names:   make([]api.MemberName, 0, len(m.Names)),
 		Removed: m.IsRemoved(),
 	}
+	st := d.lib.Standing(m.ID)
+	out.Member, out.MemberNote = st.Member, st.Note
 	for _, n := range m.Names {
 		out.Names = append(out.Names, api.MemberName{Name: n.Value, Since: rfc3339(n.At.Wall)})
 	}
@@ -69,7 +71,7 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 		out.RemovedBy, out.RemovedAt = &by, &at
 		out.RemovedByName = d.lib.NameAt(m.Removed)
 	}
-	if !out.Self && !out.Removed {
+	if !out.Self && out.Member {
 		c := d.lib.Collection(m.ID)
 		out.Collection = &api.MemberCollection{Cursor: c.Cursor, Behind: c.Behind, Summary: c.Summary, Holding: c.Holding}
 	}

@@ -155,6 +155,7 @@ var refusals = []struct {
 	{library.ErrRefusedHere, http.StatusForbidden, api.CodePairingRefused},
 	{library.ErrPairingFailed, http.StatusBadGateway, api.CodeUnavailable},
 	{library.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
+	{library.ErrNotAdmitted, http.StatusForbidden, api.CodeNotAdmitted},
 }
 
 // refusal turns a library.Refusal into the API's error, its message as the

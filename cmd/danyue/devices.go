@@ -83,6 +83,8 @@ func printDevices(e *env, list []api.Member) error {
 			state = "forgotten by " + orDash(printable(m.RemovedByName))
 		case m.Self:
 			state, seen, behind = "this device", "-", "-"
+		case !m.Member:
+			state = "not a member"
 		case m.Connected:
 			state = "connected"
 		}
@@ -103,6 +105,11 @@ func printDevices(e *env, list []api.Member) error {
 	}
 	if len(holding) > 0 {
 		fmt.Fprintf(e.stdout, "Deleted books are kept until %s catch up (or are forgotten).\n", strings.Join(holding, ", "))
+	}
+	for _, m := range list {
+		if !m.Member && !m.Removed && m.MemberNote != "" {
+			fmt.Fprintf(e.stdout, "%s is not a member: %s\n", orDash(printable(m.Name)), printable(m.MemberNote))
+		}
 	}
 	for _, m := range list {
 		if m.ClockWarning != "" {

@@ -375,9 +375,12 @@ const (
 	// code is spent now, or someone pretending to be the inviter), or it
 	// was already used, spent by a failed try or expired, or no inviter
 	// offers its channel.
-	CodeWrongCode   = "wrong_code"
-	CodeCodeSpent   = "code_spent"
-	CodeNoInviter   = "no_inviter"
+	CodeWrongCode = "wrong_code"
+	CodeCodeSpent = "code_spent"
+	CodeNoInviter = "no_inviter"
+	// CodeNotAdmitted: a long code's inviter refused its ticket; the
+	// device holds the library's secret but is no member.
+	CodeNotAdmitted = "not_admitted"
 	CodeNameTaken   = "name_taken"
 	CodeUnavailable = "unavailable"
 	CodeInternal    = "internal"

@@ -10,12 +10,19 @@ type Member struct {
 	// Names is the device's name history, oldest first (the newest 16):
 	// what its older writes are shown with.
 	Names []MemberName `json:"names"`
-	// AddedBy and AddedAt say who added it (the inviter of its pairing, or
-	// itself for the device that made the library or that was in it before
-	// members were recorded); null if only a removal or a name is known.
+	// AddedBy and AddedAt say who added it (the inviter of its pairing,
+	// or the maker of the long code it joined with; itself for the device
+	// that made the library, or in a library of an older build); null if
+	// only a removal or a name is known.
 	AddedBy     *string `json:"addedBy"`
 	AddedByName string  `json:"addedByName,omitempty"`
 	AddedAt     *string `json:"addedAt"` // RFC 3339, UTC
+	// Member: this device holds it for a member of the library now, given
+	// what it syncs with it. A device that is not one (its addition made
+	// during a partition before a forget, or by a device forgotten then)
+	// is given nothing, and MemberNote says why.
+	Member     bool   `json:"member"`
+	MemberNote string `json:"memberNote,omitempty"`
 	// Removed: forgotten by a member; no member accepts its connections.
 	Removed       bool    `json:"removed"`
 	RemovedBy     *string `json:"removedBy"`
