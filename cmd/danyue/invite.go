@@ -37,7 +37,7 @@ func joinCommand() command {
 func runInvite(ctx context.Context, e *env, args []string) error {
 	cc := newClientCmd(e, inviteCommand(), "danyue invite    # then, on the other device: danyue join 7-crossover-clockwork", false)
 	short := cc.fs.Bool("short", false, "print a short code and wait for the other device, even when output is not a terminal")
-	long := cc.fs.Bool("long", false, "print the long code (danyue1-...): no expiry, any number of uses; keep it secret")
+	long := cc.fs.Bool("long", false, "print the long code (danyue1-...): one device, within 24 hours, through this device; keep it secret")
 	asJSON := cc.fs.Bool("json", false, `print the long code as JSON, {"code": "danyue1-..."}`)
 	if err := cc.parse(args); err != nil {
 		return err
