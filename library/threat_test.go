@@ -133,7 +133,7 @@ func TestOfflineMemberBringsNobodyBack(t *testing.T) {
 	c.start(func(cfg *Config) { cfg.Listen = listenC })
 	joinByCode(t, b, a)
 	joinByCode(t, c.l, a)
-	poll.Until(t, "A, B and C to hold each other for members", 30*time.Second, func() bool {
+	poll.Until(t, "A, B and C to hold each other for members", 2*time.Minute, func() bool {
 		return a.members.current(b.Self()) && a.members.current(c.l.Self()) && c.l.members.current(b.Self()) && b.members.current(c.l.Self())
 	})
 	codeA, codeB, codeC := mustDo(a.Invite())(t), mustDo(b.Invite())(t), mustDo(c.l.Invite())(t)
@@ -153,7 +153,7 @@ func TestOfflineMemberBringsNobodyBack(t *testing.T) {
 	peers := append(append(x.Addrs(), y.Addrs()...), b.Addrs()...)
 	c.start(func(cfg *Config) { cfg.Listen, cfg.Peers = listenC, peers })
 	joinSoon(t, z, codeC)
-	poll.Until(t, "C to meet X, Y and Z, and to add Z", 30*time.Second, func() bool {
+	poll.Until(t, "C to meet X, Y and Z, and to add Z", 2*time.Minute, func() bool {
 		for _, n := range []*Library{x, y} {
 			// Met, and either pulled from (it holds the device for a
 			// member) or given nothing.
@@ -168,7 +168,7 @@ func TestOfflineMemberBringsNobodyBack(t *testing.T) {
 	if err := c.l.net.current().Connect(ctx, a.net.previousAddrs()); err != nil {
 		t.Logf("C dials A's node on the old secret: %v", err)
 	}
-	poll.Until(t, "C to be brought over, and A to have what C wrote", time.Minute, func() bool {
+	poll.Until(t, "C to be brought over, and A to have what C wrote", 2*time.Minute, func() bool {
 		return hasBook(t, c.l, bookAfterForget) && hasBook(t, a, bookOfC)
 	})
 	// Everything C knew of the newcomers when it wrote its book has
@@ -206,7 +206,7 @@ func TestLongCodeWorksOnce(t *testing.T) {
 	if _, err := b.Join(ctx, code, ""); err != nil {
 		t.Fatalf("the first join with the code: %v", err)
 	}
-	poll.Until(t, "A to hold B for a member, and B to have A's book", 30*time.Second, func() bool {
+	poll.Until(t, "A to hold B for a member, and B to have A's book", 2*time.Minute, func() bool {
 		return a.members.current(b.Self()) && hasBook(t, b, book)
 	})
 	_, err := c.Join(ctx, code, "")
@@ -240,7 +240,7 @@ func TestCopyOfAForgottenDevice(t *testing.T) {
 	b := newOffline(t, "B")
 	b.start(nil)
 	joinByCode(t, b.l, a)
-	poll.Until(t, "A to hold B for a member", 30*time.Second, func() bool { return a.members.current(b.l.Self()) })
+	poll.Until(t, "A to hold B for a member", 2*time.Minute, func() bool { return a.members.current(b.l.Self()) })
 	bID := b.l.Self()
 	b.halt()
 	copyDir := t.TempDir()
@@ -262,7 +262,7 @@ func TestCopyOfAForgottenDevice(t *testing.T) {
 		t.Fatalf("the copy is device %s, not %s", cp.Self(), bID)
 	}
 	// A's nodes see the copy dial them and refuse it; nothing is given.
-	poll.Until(t, "A to refuse the copy", 30*time.Second, func() bool {
+	poll.Until(t, "A to refuse the copy", 2*time.Minute, func() bool {
 		p, ok := peerInfo(cp, a)
 		return ok && !p.Connected && p.LastError != ""
 	})
