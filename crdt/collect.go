@@ -1,6 +1,7 @@
 package crdt
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 )
@@ -95,6 +96,31 @@ type Summary struct {
 	Seq     uint64
 	At      Timestamp
 	Cursors []Cursor // sorted by device, at most one per device, none for Device itself
+	// Sig and Key, both set or both nil, are a signature of SigningBytes
+	// and the public key that makes it (a marshalled libp2p key of the
+	// device's identity). What a device says of itself reaches the others
+	// relayed by any member; the signature is what lets a receiver tell it
+	// from what the relaying member made up. This package only carries
+	// them: checking them is the caller's (library/summaries.go).
+	Sig, Key []byte
+}
+
+// MaxSummarySig and MaxSummaryKey bound a summary's signature and key.
+const (
+	MaxSummarySig = 128
+	MaxSummaryKey = 128
+)
+
+// SigningBytes returns what a summary's signature signs: a domain
+// separator and the encoding of the summary without Sig and Key.
+func (s *Summary) SigningBytes() ([]byte, error) {
+	bare := s.Clone()
+	bare.Sig, bare.Key = nil, nil
+	b, err := EncodeSummaries([]Summary{bare})
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte("danyue summary\x00"), b...), nil
 }
 
 // MaxSummaryCursors bounds the cursors of one summary: a device pulls from
@@ -112,6 +138,8 @@ func (s *Summary) Validate() error {
 		return invalidf("summary of %s not stamped by its own clock (%s)", s.Device, s.At)
 	case len(s.Cursors) > MaxSummaryCursors:
 		return invalidf("summary of %s holds %d cursors, more than %d", s.Device, len(s.Cursors), MaxSummaryCursors)
+	case (len(s.Sig) == 0) != (len(s.Key) == 0) || len(s.Sig) > MaxSummarySig || len(s.Key) > MaxSummaryKey:
+		return invalidf("summary of %s: a signature of %d bytes with a key of %d", s.Device, len(s.Sig), len(s.Key))
 	}
 	if err := s.At.validate(); err != nil {
 		return err
@@ -133,6 +161,7 @@ func (s *Summary) Validate() error {
 func (s *Summary) Clone() Summary {
 	c := *s
 	c.Cursors = slices.Clone(s.Cursors)
+	c.Sig, c.Key = bytes.Clone(s.Sig), bytes.Clone(s.Key)
 	return c
 }
 

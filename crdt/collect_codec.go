@@ -13,7 +13,7 @@ import (
 // small integer keys, each cursor a fixed array.
 //
 //	{0 version, 1 [{0 device, 1 epoch, 2 seq, 3 [wall, logical, device],
-//	               4 [[device, epoch, seq]...]}...]}
+//	               4 [[device, epoch, seq]...], 5 sig, 6 key}...]}
 
 // SummaryFormatVersion is the version of the summaries encoding.
 const SummaryFormatVersion = 1
@@ -37,6 +37,11 @@ type wireSummary struct {
 	Seq     uint64       `cbor:"2,keyasint,omitempty"`
 	At      wireStamp    `cbor:"3,keyasint"`
 	Cursors []wireCursor `cbor:"4,keyasint,omitempty"`
+	// Sig and Key: optional, added after the format's first release (an
+	// older build refuses them, so they go only to devices whose hello
+	// says they read them: peer/summary.go).
+	Sig []byte `cbor:"5,keyasint,omitempty"`
+	Key []byte `cbor:"6,keyasint,omitempty"`
 }
 
 type wireCursor struct {
@@ -75,7 +80,8 @@ func EncodeSummaries(list []Summary) ([]byte, error) {
 	for i, s := range list {
 		ws := wireSummary{
 			Device: uint64(s.Device), Epoch: s.Epoch, Seq: s.Seq,
-			At: wireStamp{Wall: s.At.Wall, Logical: s.At.Logical, Device: uint64(s.At.Device)},
+			At:  wireStamp{Wall: s.At.Wall, Logical: s.At.Logical, Device: uint64(s.At.Device)},
+			Sig: s.Sig, Key: s.Key,
 		}
 		if len(s.Cursors) > 0 {
 			ws.Cursors = make([]wireCursor, len(s.Cursors))
@@ -123,7 +129,8 @@ func DecodeSummaries(data []byte) ([]Summary, error) {
 	for i, ws := range w.List {
 		s := Summary{
 			Device: DeviceID(ws.Device), Epoch: ws.Epoch, Seq: ws.Seq,
-			At: ws.At.domain(),
+			At:  ws.At.domain(),
+			Sig: ws.Sig, Key: ws.Key,
 		}
 		if len(ws.Cursors) > 0 {
 			s.Cursors = make([]Cursor, len(ws.Cursors))

@@ -214,7 +214,9 @@ func TestSummariesAddAndBehind(t *testing.T) {
 }
 
 func TestSummariesEncoding(t *testing.T) {
-	list := []crdt.Summary{sum(devA, 0, t0), sum(devB, 12, t0+5, uint64(devA), 3, uint64(devC), 1<<40)}
+	signed := sum(devB, 12, t0+5, uint64(devA), 3, uint64(devC), 1<<40)
+	signed.Sig, signed.Key = bytes.Repeat([]byte{1}, 64), bytes.Repeat([]byte{2}, 36)
+	list := []crdt.Summary{sum(devA, 0, t0), signed}
 	b, err := crdt.EncodeSummaries(list)
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +237,32 @@ func TestSummariesEncoding(t *testing.T) {
 		{"summaries unsorted", []crdt.Summary{sum(devB, 1, t0), sum(devA, 1, t0)}},
 		{"two of one device", []crdt.Summary{sum(devB, 1, t0), sum(devB, 2, t0+1)}},
 		{"past the year 9999", []crdt.Summary{sum(devB, 1, crdt.MaxWall+1)}},
+		{"a signature without its key", []crdt.Summary{func() crdt.Summary { s := sum(devB, 1, t0); s.Sig = []byte{1}; return s }()}},
+		{"a key without a signature", []crdt.Summary{func() crdt.Summary { s := sum(devB, 1, t0); s.Key = []byte{1}; return s }()}},
+		{"a signature too long", []crdt.Summary{func() crdt.Summary {
+			s := sum(devB, 1, t0)
+			s.Sig, s.Key = make([]byte, crdt.MaxSummarySig+1), []byte{1}
+			return s
+		}()}},
+	}
+	// What a signature signs is the summary without it: the same bytes
+	// whatever the signature.
+	bare := signed
+	bare.Sig, bare.Key = nil, nil
+	signing := func(s crdt.Summary) []byte {
+		b, err := s.SigningBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if !bytes.Equal(signing(signed), signing(bare)) {
+		t.Error("the signing bytes depend on the signature")
+	}
+	moved := signed.Clone()
+	moved.Cursors[0].Seq++
+	if bytes.Equal(signing(signed), signing(moved)) {
+		t.Error("the signing bytes do not cover the cursors")
 	}
 	for _, tt := range bad {
 		if _, err := crdt.EncodeSummaries(tt.list); !errors.Is(err, crdt.ErrInvalid) {
