@@ -76,8 +76,11 @@
 //	8 Have   {1 [lacking index], 2 list, 3 [[device, epoch, seq]]}
 //	9 Ask    [list, index, seq, index, seq, ...]
 //
-// Keys are never reused for another meaning. No capability bit is defined
-// yet: capabilities (a uint64, omitted when 0) is where the first goes.
+// Keys are never reused for another meaning. Capabilities is a uint64,
+// omitted when 0, of which one bit is defined: bit 0, the device reads
+// summaries that carry their device's signature (crdt.Summary.Sig, which
+// an older build's decoder refuses), so it is sent them signed; others are
+// sent them without (summary.go).
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the

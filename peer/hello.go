@@ -22,10 +22,15 @@ import (
 const ProtocolID protocol.ID = "/danyue/sync/1.0.0"
 
 // ourCaps holds the capability bits of this build's hellos: a bit per
-// ability added to the protocol after it was first released. None is yet.
-// A device uses an ability with a peer only when both hellos of the stream
-// have its bit; bits it does not know are ignored.
-const ourCaps = 0
+// ability added to the protocol after it was first released. A device uses
+// an ability with a peer only when the peer's hello has its bit; bits it
+// does not know are ignored.
+const ourCaps = capSignedSummaries
+
+// capSignedSummaries: the device reads summaries that carry their
+// device's signature (crdt.Summary.Sig; an older build refuses a message
+// that has one), so it is sent them signed (summary.go).
+const capSignedSummaries = 1 << 0
 
 // Errors of the hello exchange, seen from this device. Both sides of a
 // refused stream log them, and callers branch on them (a refusal is not

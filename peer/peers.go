@@ -51,6 +51,7 @@ type peerState struct {
 	// admitsUs is poked when the peer pulls from us: it holds us for a
 	// member, so a pull of ours it refused as not one is worth retrying.
 	admitsUs   chan struct{}
+	caps       uint64        // the capability bits of its latest hello
 	pullDone   chan struct{} // closed when the previous pull loop returned
 	announced  bool          // PeerConnected was emitted for this connection
 	serving    int           // sync streams we are sending on to it

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -116,6 +117,51 @@ func (n *Node) sendSummaries(ctx context.Context, p lpeer.ID, msg []byte) error 
 	return s.Close()
 }
 
+// Signatures (crdt.Summary.Sig) go only to a peer whose hello said it
+// reads them (capSignedSummaries): an older build refuses a message that
+// carries one, so it is sent the same summaries without, as is a peer
+// whose hello has not come yet.
+
+// summaryMessages is a list of summaries framed twice: with their
+// signatures, and without.
+type summaryMessages struct{ signed, plain []byte }
+
+func encodeSummaryMessages(list []crdt.Summary) (summaryMessages, error) {
+	signed, err := encodeSummaryMessage(list)
+	if err != nil {
+		return summaryMessages{}, err
+	}
+	out := summaryMessages{signed: signed, plain: signed}
+	if slices.ContainsFunc(list, func(s crdt.Summary) bool { return s.Sig != nil }) {
+		bare := make([]crdt.Summary, len(list))
+		for i, s := range list {
+			bare[i] = s
+			bare[i].Sig, bare[i].Key = nil, nil
+		}
+		if out.plain, err = encodeSummaryMessage(bare); err != nil {
+			return summaryMessages{}, err
+		}
+	}
+	return out, nil
+}
+
+// noteCaps records the capability bits of peer p's hello.
+func (n *Node) noteCaps(p lpeer.ID, caps uint64) {
+	n.mu.Lock()
+	n.peer(p).caps = caps
+	n.mu.Unlock()
+}
+
+// summaryFor returns the message of m that peer p reads.
+func (n *Node) summaryFor(p lpeer.ID, m summaryMessages) []byte {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if st := n.peers[p]; st != nil && st.caps&capSignedSummaries != 0 {
+		return m.signed
+	}
+	return m.plain
+}
+
 // summariesOnConnect sends a newly connected peer what Config.Summaries
 // gives.
 func (n *Node) summariesOnConnect(p lpeer.ID) {
@@ -126,20 +172,21 @@ func (n *Node) summariesOnConnect(p lpeer.ID) {
 	if len(list) == 0 {
 		return
 	}
-	msg, err := encodeSummaryMessage(list)
+	msgs, err := encodeSummaryMessages(list)
 	if err != nil {
 		n.log.Warn("summaries: not sent", "err", err)
 		return
 	}
-	if err := n.sendSummaries(n.ctx, p, msg); err != nil && n.ctx.Err() == nil {
+	if err := n.sendSummaries(n.ctx, p, n.summaryFor(p, msgs)); err != nil && n.ctx.Err() == nil {
 		n.log.Debug("summaries: not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
 	}
 }
 
-// GossipSummaries sends list to every member connected now (not to refused
-// devices nor to devices that are not members) and returns once each was sent or failed, with how many took it.
+// GossipSummaries sends list to every member connected now (not to
+// refused devices nor to devices that are not members) and returns once
+// each was sent or failed, with how many took it.
 func (n *Node) GossipSummaries(ctx context.Context, list []crdt.Summary) (int, error) {
-	msg, err := encodeSummaryMessage(list)
+	msgs, err := encodeSummaryMessages(list)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +200,7 @@ func (n *Node) GossipSummaries(ctx context.Context, list []crdt.Summary) (int, e
 			continue
 		}
 		wg.Go(func() {
-			if err := n.sendSummaries(ctx, p, msg); err != nil {
+			if err := n.sendSummaries(ctx, p, n.summaryFor(p, msgs)); err != nil {
 				n.log.Debug("summaries: not delivered", "peer", p, "device", DeviceIDOf(p), "err", err)
 				return
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
 
 // gossip collects the summaries a node receives.
@@ -178,5 +179,32 @@ func TestSendResidues(t *testing.T) {
 	}
 	if err := a.node.SendResidues(t.Context(), crdt.DeviceID(12345), records); !errors.Is(err, ErrNotConnected) {
 		t.Fatalf("SendResidues to an unknown device: %v, want ErrNotConnected", err)
+	}
+}
+
+// A signed summary goes signed only to a peer whose hello said it reads
+// signatures (capSignedSummaries); an older build, which refuses a message
+// that carries one, and a peer not heard from yet get it without.
+func TestSignedSummariesOnlyToThoseThatReadThem(t *testing.T) {
+	d := newDevice(t, "A")
+	d.start(t, newLib(t), nil, func(*Config) {})
+	signed := testSummary(DeviceIDOf(d.id), 3)
+	signed.Sig, signed.Key = bytes.Repeat([]byte{1}, 64), bytes.Repeat([]byte{2}, 36)
+	msgs, err := encodeSummaryMessages([]crdt.Summary{signed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, older, unknown := newDeviceID(t), newDeviceID(t), newDeviceID(t)
+	d.node.noteCaps(newer, ourCaps)
+	d.node.noteCaps(older, 0)
+	for _, tc := range []struct {
+		name   string
+		p      lpeer.ID
+		signed bool
+	}{{"a peer that reads signatures", newer, true}, {"an older build", older, false}, {"a peer not heard from", unknown, false}} {
+		got, err := readSummaryMessage(bytes.NewReader(d.node.summaryFor(tc.p, msgs)))
+		if err != nil || len(got) != 1 || (got[0].Sig != nil) != tc.signed || got[0].Seq != 3 {
+			t.Errorf("%s: got %+v, %v; want signed %v", tc.name, got, err, tc.signed)
+		}
 	}
 }

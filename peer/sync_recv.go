@@ -240,6 +240,7 @@ func (p *puller) handshake(ctx context.Context) error {
 		return err
 	}
 	p.s.SetDeadline(time.Time{})
+	n.noteCaps(st.id, theirs.Caps)
 	switch {
 	case theirs.Epoch != epoch && theirs.From != 0:
 		return protoErrorf("sender resumes a new epoch %d from %d", theirs.Epoch, theirs.From)

@@ -158,6 +158,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 		}
 		return nil, 0, true, err
 	}
+	n.noteCaps(remote, theirs.Caps)
 	n.noteRegression(ctx, remote, theirs)
 	epoch := n.store.Epoch()
 	cursor = theirs.WantSeq
