@@ -118,6 +118,7 @@ func (l *Library) collectRound(ctx context.Context) {
 	save := l.coll.news
 	gossip := l.coll.news || !had || !sameSummary(&prev, &own)
 	if !had || !sameSummary(&prev, &own) {
+		l.signSummary(&own)
 		l.coll.known.Add(own)
 	}
 	l.coll.news = false

@@ -100,6 +100,13 @@
 //     others, write bad positions, titles and deletes (a delete is undone by
 //     a later write, and a deleted book is kept for the undo window), and
 //     hand out the secret;
+//   - cannot make the others collect a tombstone early, or hold collection
+//     back, by what it says of another member: a member's summary counts
+//     when the member sends it, or relayed with its device key's
+//     signature (TestRelayedSummaryCountsOnlySigned); it can hold
+//     collection back by its own summary, until it is forgotten;
+//   - is not bounded in what it writes: a flood of its records is stored
+//     and relayed (issue 47 asks for a bound; not done yet);
 //   - once forgotten, can do what a forgotten device can, and no more: the
 //     devices it added before stay members, until forgotten too, and those
 //     it claims to add afterwards are none (TestMemberRules).

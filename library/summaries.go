@@ -6,7 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	libp2ppeer "github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/peer"
 )
 
 // What tombstone collection exchanges with the other members (collect.go
@@ -38,6 +42,10 @@ func (l *Library) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 		l.log.Debug("summaries from a device that is not a member: ignored", "device", from)
 		return
 	}
+	list, refused := l.ownOrSigned(from, list)
+	if refused > 0 {
+		l.log.Debug("summaries a member relayed for other devices without their signature: ignored", "from", from, "refused", refused)
+	}
 	t := l.takeSummaries(from, list)
 	if node := l.net.current(); node != nil {
 		for _, b := range t.behind {
@@ -64,6 +72,78 @@ func (l *Library) onSummaries(from crdt.DeviceID, list []crdt.Summary) {
 	if t.added {
 		l.coll.wake()
 	}
+}
+
+// ownOrSigned returns the summaries of list that count, of those member
+// from gossiped, and how many it refused. Only what a member made itself
+// counts: the sender's own summary (the connection authenticated it), and
+// one of another member signed with that member's device key (relayed).
+// A summary one member made up for another could make every device
+// collect tombstones the other does not hold, or hold collection back for
+// good (stamped far ahead, no later summary of the other would replace
+// it). A relayed summary of an older build, which signs nothing, waits
+// until its maker tells this device itself.
+func (l *Library) ownOrSigned(from crdt.DeviceID, list []crdt.Summary) ([]crdt.Summary, int) {
+	out := make([]crdt.Summary, 0, len(list))
+	refused := 0
+	for _, s := range list {
+		switch {
+		case s.Device == from, s.Device == l.self:
+		case !l.members.current(s.Device):
+			continue // dropped by takeSummaries anyway: not worth a check
+		case !verifySummary(&s):
+			refused++
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, refused
+}
+
+// signSummary signs s, this device's own summary, with its device key, so
+// that members that relay it are believed (ownOrSigned). A summary that
+// cannot be signed goes unsigned, and counts only where it is sent
+// directly.
+func (l *Library) signSummary(s *crdt.Summary) {
+	msg, err := s.SigningBytes()
+	if err != nil {
+		l.log.Warn("collection: sign this device's summary", "err", err)
+		return
+	}
+	sig, err := l.identity.Sign(msg)
+	if err != nil {
+		l.log.Warn("collection: sign this device's summary", "err", err)
+		return
+	}
+	key, err := crypto.MarshalPublicKey(l.identity.GetPublic())
+	if err != nil || len(sig) > crdt.MaxSummarySig || len(key) > crdt.MaxSummaryKey {
+		l.log.Warn("collection: sign this device's summary", "err", err, "sig", len(sig), "key", len(key))
+		return
+	}
+	s.Sig, s.Key = sig, key
+}
+
+// verifySummary reports whether s carries the signature of the device it
+// is the summary of: its key is that device's identity (the device id is
+// derived from it), and the key signed it.
+func verifySummary(s *crdt.Summary) bool {
+	if len(s.Sig) == 0 {
+		return false
+	}
+	pub, err := crypto.UnmarshalPublicKey(s.Key)
+	if err != nil {
+		return false
+	}
+	id, err := libp2ppeer.IDFromPublicKey(pub)
+	if err != nil || peer.DeviceIDOf(id) != s.Device {
+		return false
+	}
+	msg, err := s.SigningBytes()
+	if err != nil {
+		return false
+	}
+	ok, err := pub.Verify(msg, s.Sig)
+	return err == nil && ok
 }
 
 // taken is what a gossip of summaries asks of this device once they are

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	libp2ppeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-multiaddr"
 
 	"github.com/danyue/danyue/crdt"
@@ -275,4 +277,69 @@ func TestCopyOfAForgottenDevice(t *testing.T) {
 	if a.members.current(bID) {
 		t.Error("A holds the forgotten device for a member")
 	}
+}
+
+// Rogue member: a summary one member presents for another counts only if
+// the other signed it (it could make every device collect tombstones the
+// other does not hold, or, stamped far ahead, hold collection back for
+// good); the other's own summary counts, and so does its signed summary
+// relayed by any member.
+func TestRelayedSummaryCountsOnlySigned(t *testing.T) {
+	d := openLibrary(t, "A", nil)
+	ctx := ctxT(t)
+	rogueKey, rogue := deviceKey(t)
+	victimKey, victim := deviceKey(t)
+	for _, id := range []crdt.DeviceID{rogue, victim} {
+		if err := d.addMember(ctx, id, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wall := uint64(d.cfg.Now().UnixMilli())
+	summary := func(wall uint64, seq uint64, key crypto.PrivKey) crdt.Summary {
+		s := crdt.Summary{Device: victim, Epoch: 7, Seq: 3, At: crdt.Timestamp{Wall: wall, Device: victim},
+			Cursors: []crdt.Cursor{{Device: d.Self(), Epoch: d.store.Epoch(), Seq: seq}}}
+		if key != nil {
+			s.Sig = mustDo(key.Sign(mustDo(s.SigningBytes())(t)))(t)
+			s.Key = mustDo(crypto.MarshalPublicKey(key.GetPublic()))(t)
+		}
+		return s
+	}
+	known := func() (crdt.Summary, bool) {
+		d.coll.mu.Lock()
+		defer d.coll.mu.Unlock()
+		s, ok := d.coll.known[victim]
+		return s, ok
+	}
+	yearAhead := wall + 365*24*3600*1000
+	tampered := summary(yearAhead, 1, victimKey)
+	tampered.Cursors[0].Seq = 1 << 40
+	for name, s := range map[string]crdt.Summary{
+		"unsigned":            summary(yearAhead, 1<<40, nil),
+		"signed by the rogue": summary(yearAhead, 1<<40, rogueKey),
+		"tampered with":       tampered,
+		"signature of no key": func() crdt.Summary { s := summary(yearAhead, 1<<40, victimKey); s.Key = []byte{1, 2, 3}; return s }(),
+	} {
+		d.onSummaries(rogue, []crdt.Summary{s})
+		if got, ok := known(); ok {
+			t.Fatalf("a summary the rogue member presented for another, %s, counts: %+v", name, got)
+		}
+	}
+	d.onSummaries(victim, []crdt.Summary{summary(wall, 0, nil)})
+	if s, ok := known(); !ok || s.At.Wall != wall {
+		t.Fatalf("the member's own summary: %+v, %v; want it kept", s, ok)
+	}
+	d.onSummaries(rogue, []crdt.Summary{summary(wall+1, 2, victimKey)})
+	if s, ok := known(); !ok || s.At.Wall != wall+1 {
+		t.Fatalf("the member's signed summary, relayed: %+v, %v; want it kept", s, ok)
+	}
+}
+
+// deviceKey makes a device identity and its device id.
+func deviceKey(t *testing.T) (crypto.PrivKey, crdt.DeviceID) {
+	t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, peer.DeviceIDOf(mustDo(libp2ppeer.IDFromPrivateKey(key))(t))
 }
