@@ -106,7 +106,7 @@
 //     signature (TestRelayedSummaryCountsOnlySigned); it can hold
 //     collection back by its own summary, until it is forgotten;
 //   - is not bounded in what it writes: a flood of its records is stored
-//     and relayed (issue 47 asks for a bound; not done yet);
+//     and relayed by every member until it is forgotten;
 //   - once forgotten, can do what a forgotten device can, and no more: the
 //     devices it added before stay members, until forgotten too, and those
 //     it claims to add afterwards are none (TestMemberRules).
