@@ -56,7 +56,7 @@ func corpusSpec() map[string][]byte {
 		// Rule 4: what is trimmed and what is not.
 		"blank_inner.txt": b("第一章\r\n\r\n  \t\r\n正文 \t \n\n结尾"),
 		"not_trimmed.txt": b("\f\v\x00 a\u00A0\u3000\u2003\u0085 \f"),
-		"nul.txt":         b("\x00a\x00\r\n\x00 \n"),
+		"nul_bytes.txt":   b("\x00a\x00\r\n\x00 \n"),
 		// UTF-16 length: surrogate pairs and incomplete ends.
 		"emoji.txt":                b("😀 hi 👍🏽\r\n表情🀄\uFE0E\r\n"),
 		"truncated_tail.txt":       b("正文\xE6\xAD"),
@@ -99,6 +99,11 @@ var corpusOptions = []Encoding{Auto, UTF8, UTF16, UTF16LE, UTF16BE, GB18030}
 func readCorpus(t testing.TB) map[string][]byte {
 	t.Helper()
 	dir := filepath.Join("testdata", "corpus")
+	for name := range corpusSpec() {
+		if windowsReserved(name) {
+			t.Fatalf("corpus file %s: Windows opens that name as a device, not a file; rename it", name)
+		}
+	}
 	if *genCorpus {
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
@@ -128,6 +133,33 @@ func readCorpus(t testing.TB) map[string][]byte {
 		t.Fatalf("testdata/corpus has %d files, corpusSpec %d: run go test -gencorpus", len(files), len(corpusSpec()))
 	}
 	return files
+}
+
+// windowsReserved reports whether Windows takes a file of this name for a
+// device (NUL, CON, COM1 ...), whatever its extension: a checkout on Windows
+// would read the device instead of the file.
+func windowsReserved(name string) bool {
+	base, _, _ := strings.Cut(strings.ToUpper(name), ".")
+	base = strings.TrimRight(base, " ")
+	switch base {
+	case "CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$":
+		return true
+	}
+	if len(base) == 4 && (strings.HasPrefix(base, "COM") || strings.HasPrefix(base, "LPT")) {
+		return base[3] >= '0' && base[3] <= '9'
+	}
+	return false
+}
+
+func TestWindowsReserved(t *testing.T) {
+	for name, want := range map[string]bool{
+		"nul.txt": true, "NUL": true, "con.tar.gz": true, "com1.txt": true, "lpt9": true, "aux .txt": true,
+		"nul_bytes.txt": false, "null.txt": false, "com.txt": false, "com10.txt": false, "console.txt": false,
+	} {
+		if got := windowsReserved(name); got != want {
+			t.Errorf("windowsReserved(%q) = %v, want %v", name, got, want)
+		}
+	}
 }
 
 // chunkSizes are the most bytes one Read returns, in the boundary tests.
