@@ -1,0 +1,6 @@
+//go:build !windows
+
+package testfs
+
+// heldExclusively: only Windows lets one handle keep every other out.
+func heldExclusively(error) bool { return false }
