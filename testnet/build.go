@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -47,6 +48,9 @@ func buildBinary() (string, error) {
 	}
 	built.dir = dir
 	bin := filepath.Join(dir, "danyue")
+	if runtime.GOOS == "windows" {
+		bin += ".exe" // or Windows will not run it
+	}
 	args := []string{"build", "-o", bin}
 	cgo := "CGO_ENABLED=0" // as the README installs it
 	if raceDetector {
