@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -37,7 +38,40 @@ func listenLocal(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
+	if err := claimFirstInstance(path); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
 	return ln, nil
+}
+
+// claimFirstInstance opens and closes the pipe once, before the listener
+// accepts anything, so that no client can connect to the pipe instance that
+// go-winio creates only to own the name and never serves.
+//
+// go-winio creates that instance without read or write access, which on
+// Windows 10 and later leaves it disconnected: clients can only reach the
+// instances Accept creates, and this open finds none (ERROR_PIPE_BUSY,
+// nothing to do). Older Windows and wine put every new instance in the
+// listening state instead; there the first client connects to the unserved
+// instance and waits for an answer that never comes (go-winio issues 173,
+// 183 and 313), while later clients, reaching Accept's instances, work. This
+// open is that first client, with no access and no impersonation, and it
+// leaves the instance connected to nobody, out of the clients' way.
+func claimFirstInstance(path string) error {
+	name, err := windows.UTF16PtrFromString(path)
+	if err != nil {
+		return err
+	}
+	h, err := windows.CreateFile(name, 0, 0, nil, windows.OPEN_EXISTING,
+		windows.SECURITY_SQOS_PRESENT|windows.SECURITY_ANONYMOUS, 0)
+	if errors.Is(err, windows.ERROR_PIPE_BUSY) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("claim the first pipe instance: %w", err)
+	}
+	return windows.CloseHandle(h)
 }
 
 // removeLocal has nothing to do: a pipe goes with its last handle.
