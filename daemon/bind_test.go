@@ -24,7 +24,7 @@ func TestFlagMistakesChangeNothing(t *testing.T) {
 		want string
 	}{
 		{"http not loopback", func(c *Config) { c.HTTP = "0.0.0.0:0" }, "not a loopback address"},
-		{"http port in use", func(c *Config) { c.HTTP = busy.Addr().String() }, "address already in use"},
+		{"http port in use", func(c *Config) { c.HTTP = busy.Addr().String() }, busy.Addr().String()},
 		{"http no port", func(c *Config) { c.HTTP = "127.0.0.1" }, "--http"},
 		{"kosync port in use", func(c *Config) { c.Kosync = busy.Addr().String() }, "--kosync"},
 		{"kosync prefix", func(c *Config) { c.Kosync, c.KosyncPrefix = "127.0.0.1:0", "no-slash" }, "--kosync-prefix"},
@@ -45,6 +45,11 @@ func TestFlagMistakesChangeNothing(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+			// The OS says why in its own words (and language): the
+			// cause must come through, not a text.
+			if strings.HasSuffix(tc.name, "port in use") && !errors.Is(err, errAddrInUse) {
+				t.Errorf("error %q does not wrap %v", err, errAddrInUse)
 			}
 			if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
 				t.Errorf("the data dir was created (%v) although the flags were refused", serr)

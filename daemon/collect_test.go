@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/internal/testfs"
 	"github.com/danyue/danyue/library"
 )
 
@@ -188,9 +188,7 @@ func TestRestoredOldCopyDoesNotResurrect(t *testing.T) {
 	readBooks(t, a, n, b, c)
 	backup := filepath.Join(t.TempDir(), "tablet")
 	c = restart(t, c, func() {
-		if out, err := exec.Command("cp", "-a", c.cfg.DataDir, backup).CombinedOutput(); err != nil {
-			t.Fatalf("copy the tablet's data dir: %v: %s", err, out)
-		}
+		testfs.CopyTree(t, c.cfg.DataDir, backup)
 	})
 	deleteBooks(t, a, n)
 	for _, d := range []*testDaemon{a, b, c} {
@@ -200,9 +198,7 @@ func TestRestoredOldCopyDoesNotResurrect(t *testing.T) {
 		if err := os.RemoveAll(c.cfg.DataDir); err != nil {
 			t.Fatal(err)
 		}
-		if out, err := exec.Command("cp", "-a", backup, c.cfg.DataDir).CombinedOutput(); err != nil {
-			t.Fatalf("restore the tablet's data dir: %v: %s", err, out)
-		}
+		testfs.CopyTree(t, backup, c.cfg.DataDir)
 	})
 	// The restored tablet shows the old books until it meets the others;
 	// then they are deleted everywhere again, and none comes back.

@@ -107,7 +107,7 @@ func TestFullLocalEndpointStillServes(t *testing.T) {
 	d := startDaemon(t, func(c *Config) { c.limits = testLimits(capN, time.Minute) })
 	var hostile []net.Conn
 	for range capN + 4 {
-		c, err := net.Dial("unix", d.Socket())
+		c, err := dialLocal(d.Socket())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestFullLocalEndpointStillServes(t *testing.T) {
 // its connection.
 func TestTricklingBodyIsCut(t *testing.T) {
 	d := startDaemon(t, func(c *Config) { c.limits = testLimits(16, 200*time.Millisecond) })
-	c, err := net.Dial("unix", d.Socket())
+	c, err := dialLocal(d.Socket())
 	if err != nil {
 		t.Fatal(err)
 	}

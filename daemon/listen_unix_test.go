@@ -13,6 +13,12 @@ import (
 	"testing"
 )
 
+// errAddrInUse is how the OS says that an address is taken.
+var errAddrInUse error = syscall.EADDRINUSE
+
+// dialLocal opens a raw connection to the daemon's local endpoint.
+func dialLocal(path string) (net.Conn, error) { return net.Dial("unix", path) }
+
 func TestSocketAndSecretsArePrivate(t *testing.T) {
 	d := startDaemon(t, nil)
 	for _, c := range []struct {
