@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +41,7 @@ func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemon
 	args := append([]string{"daemon", "--data", data, "--name", name, "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"}, extra...)
 	cmd := exec.Command(danyueBin, args...)
 	cmd.Stderr = testWriter{t, name}
+	interruptible(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,12 @@ func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemon
 			t.Fatalf("daemon %s exited before answering: %v", name, err)
 		default:
 		}
-		_, err := c.Status(context.Background())
+		// Each try is bounded, so that one connection that stalls (a
+		// pipe instance nobody serves, under wine: daemon/listen_windows.go)
+		// cannot outlast the poll's deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.Status(ctx)
 		return err == nil
 	})
 	return p
@@ -68,7 +73,7 @@ func (p *daemonProc) stop(t *testing.T) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = terminate(p.cmd)
 	select {
 	case err := <-p.done:
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -48,7 +47,7 @@ func TestCLIPairShortCode(t *testing.T) {
 	}
 	// Ctrl-C on the inviter kills its code.
 	inv = startInvite(t, a)
-	if err := inv.cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := interrupt(inv.cmd); err != nil {
 		t.Fatal(err)
 	}
 	if code, out := inv.wait(t); code != 1 || !strings.Contains(out, "interrupted: the code no longer works") {
@@ -81,7 +80,7 @@ func TestCLIInvitePinnedPort(t *testing.T) {
 	if first.addr != pinned || second.addr != pinned {
 		t.Fatalf("invites on %s and %s, want both on %s", first.addr, second.addr, pinned)
 	}
-	if err := second.cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := interrupt(second.cmd); err != nil {
 		t.Fatal(err)
 	}
 	if code, out := second.wait(t); code != 1 || !strings.Contains(out, "interrupted") {
@@ -111,6 +110,7 @@ func startInvite(t *testing.T, p *daemonProc) *runningInvite {
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	interruptible(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

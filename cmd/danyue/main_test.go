@@ -17,12 +17,22 @@ import (
 var danyueBin string
 
 func TestMain(m *testing.M) {
+	// Where the tests run with no Go toolchain (another OS's binaries
+	// under an emulator: .ci/wine, .ci/android), the runner builds the
+	// command for that OS beforehand and names it here.
+	if bin := os.Getenv("DANYUE_TEST_BINARY"); bin != "" {
+		danyueBin = bin
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "danyue-cmd-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	danyueBin = filepath.Join(dir, "danyue")
+	if runtime.GOOS == "windows" {
+		danyueBin += ".exe"
+	}
 	// Built as the README installs it, without cgo.
 	build := exec.Command("go", "build", "-o", danyueBin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -1,0 +1,17 @@
+//go:build unix
+
+package main
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// interruptible prepares cmd to be stopped by interrupt; nothing to do here.
+func interruptible(*exec.Cmd) {}
+
+// interrupt asks the process to stop as Ctrl-C would.
+func interrupt(cmd *exec.Cmd) error { return cmd.Process.Signal(syscall.SIGINT) }
+
+// terminate asks the process to stop as a service manager would.
+func terminate(cmd *exec.Cmd) error { return cmd.Process.Signal(syscall.SIGTERM) }
