@@ -22,8 +22,12 @@ func TestBind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("gobind builds for about a minute; skipped with -short")
 	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to run gobind with")
+	}
 	out := t.TempDir()
-	cmd := exec.Command("go", "tool", "gobind", "-lang=java,objc", "-outdir", out, "github.com/danyue/danyue/mobile")
+	cmd := exec.Command(goTool, "tool", "gobind", "-lang=java,objc", "-outdir", out, "github.com/danyue/danyue/mobile")
 	msg, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("gobind: %v\n%s", err, msg)
