@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"pgregory.net/rapid"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/testfs"
 )
 
 // The model check of crdt/collect_sim_test.go, run on real stores: devices
@@ -200,8 +200,8 @@ func (m *storeSim) restore(d *simStore) {
 	if err := os.RemoveAll(db); err != nil {
 		m.t.Fatal(err)
 	}
-	if out, err := exec.Command("cp", "-a", d.backup, db).CombinedOutput(); err != nil {
-		m.t.Fatalf("cp: %v %s", err, out)
+	if err := testfs.Copy(d.backup, db); err != nil {
+		m.t.Fatal(err)
 	}
 	m.open(d)
 	m.stats.restores++
@@ -216,8 +216,8 @@ func (m *storeSim) backup(d *simStore) {
 	d.backup = filepath.Join(d.dir+"-backup", "db")
 	os.RemoveAll(d.dir + "-backup")
 	os.MkdirAll(d.dir+"-backup", 0o700)
-	if out, err := exec.Command("cp", "-a", filepath.Join(d.dir, "db"), d.backup).CombinedOutput(); err != nil {
-		m.t.Fatalf("cp: %v %s", err, out)
+	if err := testfs.Copy(filepath.Join(d.dir, "db"), d.backup); err != nil {
+		m.t.Fatal(err)
 	}
 	d.backupShadow = cloneShadow(d.shadow)
 	m.open(d)
