@@ -11,6 +11,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/danyue/danyue/library"
 )
 
 // ErrClosed is returned for requests made after Close.
@@ -25,6 +27,13 @@ var ErrClosed = errors.New("the daemon is closed")
 func (d *Daemon) InProcess() http.RoundTripper {
 	return &inProcess{d: d, h: d.routes()}
 }
+
+// Library returns the daemon's library, for an app that embeds the daemon:
+// its pairing and join methods (OpenPairing, Pairing, CancelPairing, Join)
+// are admin operations, which the app calls in process with typed results
+// and errors, and which the HTTP token it may hand to other code (a web
+// view) does not grant.
+func (d *Daemon) Library() *library.Library { return d.lib }
 
 // APIToken returns the bearer token of the loopback TCP listener, for an
 // embedding app that hands the HTTP API to code of its own.
