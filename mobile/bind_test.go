@@ -104,14 +104,41 @@ const readerApp = `package app;
 
 import mobile.*;
 
-public class ReaderApp implements EventHandler {
+public class ReaderApp implements EventHandler, LogSink {
 	@Override public void onEvent(String kind, String json) {}
+	@Override public void log(long level, String line) {}
+
+	// The inviting device: a short code to show, followed to its end.
+	public String invite(Node node) throws Exception {
+		Pairing p = node.openPairing();
+		String shown = p.getCode() + p.getExpires() + p.getAddresses();
+		p = node.waitPairing(p.getID(), 300000L);
+		if (!p.ended()) {
+			p = node.cancelPairing(p.getID());
+		}
+		p = node.pairing(p.getID());
+		return shown + p.getState() + p.getDeviceName() + p.getDevice() + p.getDetail();
+	}
+
+	// The joining device: the code the user typed; cancelJoin from another
+	// thread ends the wait.
+	public String join(Node node, String code, String pairAddr) {
+		try {
+			return node.joinAt(code, pairAddr);
+		} catch (Exception e) {
+			return Mobile.errorCode(e) + e.getMessage();
+		}
+	}
 
 	public String run(String dir) throws Exception {
 		Config cfg = Mobile.newConfig(dir);
 		cfg.setName("Pixel");
 		cfg.setNoMDNS(false);
 		cfg.setHTTP("127.0.0.1:0");
+		cfg.setPairListen("");
+		cfg.setLogLevel("warn");
+		cfg.setLogSink(this);
+		cfg.setMemoryLimit(32L << 20);
 		Node node = Mobile.start(cfg);
 		try {
 			node.setEventHandler(this);
@@ -124,7 +151,8 @@ public class ReaderApp implements EventHandler {
 			}
 			node.delete(b.getKey());
 			node.book(b.getKey());
-			String lib = node.join(node.invite());
+			String lib = node.join(node.invite()) + invite(node) + join(node, "7-crossover-clockwork", "");
+			node.cancelJoin();
 			SyncReport r = node.syncOnce(30000L);
 			for (long i = 0; i < r.getPeersKnown(); i++) {
 				SyncPeerReport p = r.peerAt(i);

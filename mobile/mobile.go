@@ -2,8 +2,9 @@
 // gomobile (gomobile bind -target=android|ios). Android kills background
 // processes and iOS allows none, so a reader app there runs the daemon inside
 // itself: Start brings the node up on the app's data dir, the book
-// operations, invite and join go through the daemon's own API handler in
-// process (the same validation and JSON as the HTTP API), events arrive
+// operations go through the daemon's own API handler in process (the same
+// validation and JSON as the HTTP API), pairing and joining through the
+// library's own methods (pairing.go), events arrive
 // through an EventHandler, and SyncOnce is what a background job (Android
 // WorkManager, an iOS BGTask) runs: Start, SyncOnce, Stop.
 //
@@ -18,7 +19,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -50,8 +50,14 @@ type Config struct {
 	// HTTP API, for app code that prefers HTTP to this package; see
 	// Node.APIAddress and Node.APIToken. Empty means none.
 	HTTP string
-	// LogLevel is debug, info, warn, error or off; logs go to stderr.
+	// PairListen is the TCP address where a short-code invitation
+	// (OpenPairing) waits for the joining device, open only while the
+	// invitation is; empty means every interface, a port the system picks.
+	PairListen string
+	// LogLevel is debug, info, warn, error or off.
 	LogLevel string
+	// LogSink receives the node's log lines; nil means stderr.
+	LogSink LogSink
 	// MemoryLimit, in bytes, is the soft limit on the memory of the Go
 	// runtime in the app's process (runtime/debug.SetMemoryLimit), set by
 	// Start and restored by Stop. It is process-wide, and it is the app's
@@ -98,7 +104,9 @@ type Node struct {
 	mu       sync.Mutex // guards the fields below
 	stopped  bool
 	stopErr  error
-	delivery *delivery // the running event delivery, nil if none
+	delivery *delivery                  // the running event delivery, nil if none
+	joins    map[int]context.CancelFunc // the Joins in flight, for CancelJoin
+	nextJoin int
 }
 
 // Start starts a node on cfg.DataDir: the same daemon as `danyue daemon`,
@@ -120,19 +128,20 @@ func Start(cfg *Config) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("start: %w", err)
 		}
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+		log = newLogger(cfg.LogSink, level)
 	}
 	dcfg := daemon.Config{
 		DataDir: cfg.DataDir,
 		// The app reaches its node in process (or on HTTP); a socket path
 		// in an iOS app container is past the 104-byte limit.
-		NoSocket: true,
-		Name:     cfg.Name,
-		HTTP:     cfg.HTTP,
-		Listen:   splitAddrs(cfg.Listen),
-		Peers:    splitAddrs(cfg.Peers),
-		NoMDNS:   cfg.NoMDNS,
-		Logger:   log,
+		NoSocket:   true,
+		Name:       cfg.Name,
+		HTTP:       cfg.HTTP,
+		Listen:     splitAddrs(cfg.Listen),
+		Peers:      splitAddrs(cfg.Peers),
+		NoMDNS:     cfg.NoMDNS,
+		PairListen: cfg.PairListen,
+		Logger:     log,
 	}
 	restore := setMemoryLimit(cfg.MemoryLimit)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -161,6 +170,13 @@ func setMemoryLimit(limit int64) (restore func()) {
 
 // levelOff is above every level slog emits.
 const levelOff = slog.Level(100)
+
+// CheckLogLevel returns the error Start would give for Config.LogLevel
+// level, or nil: for a caller that takes the level apart from a Config.
+func CheckLogLevel(level string) error {
+	_, err := parseLevel(level)
+	return err
+}
 
 func parseLevel(s string) (slog.Level, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
@@ -234,32 +250,6 @@ func (n *Node) APIToken() string {
 		return ""
 	}
 	return n.d.APIToken()
-}
-
-// Invite returns an invite code for this device's library, for another
-// device to Join.
-func (n *Node) Invite() (string, error) {
-	if err := n.alive(); err != nil {
-		return "", err
-	}
-	code, err := n.c.Invite(n.ctx)
-	if err != nil {
-		return "", n.fail("invite", err)
-	}
-	return code, nil
-}
-
-// Join moves this device into the library of an invite code and returns the
-// library's id. Every book on this device stays and merges into the library.
-func (n *Node) Join(code string) (string, error) {
-	if err := n.alive(); err != nil {
-		return "", err
-	}
-	j, err := n.c.Join(n.ctx, strings.TrimSpace(code))
-	if err != nil {
-		return "", n.fail("join", err)
-	}
-	return j.Library.ID, nil
 }
 
 func (n *Node) alive() error {

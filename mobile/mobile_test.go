@@ -68,6 +68,7 @@ func startNode(t *testing.T, name string) *Node {
 	cfg.Name = name
 	cfg.Listen = "/ip4/127.0.0.1/tcp/0"
 	cfg.NoMDNS = true
+	cfg.PairListen = "127.0.0.1:0"
 	lw := &logWriter{t: t}
 	cfg.logger = slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
 	n, err := Start(cfg)
