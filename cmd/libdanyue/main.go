@@ -1,7 +1,10 @@
 package main
 
 /*
+#include <stdint.h>
 #include <stdlib.h>
+
+typedef void (*danyue_log_fn)(int level, const char* line, void* ctx);
 */
 import "C"
 
@@ -19,10 +22,15 @@ import (
 // table; it is the library's one piece of process-wide state, as the C
 // caller owns nothing else to keep it in.
 var (
-	mu      sync.Mutex
-	nodes   = map[C.int]*mobile.Node{}
-	next    C.int
-	lastErr string
+	mu       sync.Mutex
+	nodes    = map[C.int]*mobile.Node{}
+	next     C.int
+	lastErr  string
+	lastCode string
+	// logLevel and logSink are what danyue_set_log chose for the nodes
+	// started after it.
+	logLevel = "info"
+	logSink  mobile.LogSink
 )
 
 func main() {} // required by -buildmode=c-shared; never runs
@@ -41,6 +49,9 @@ func danyue_start_opts(dataDir, name, httpAddr, listen, peers *C.char, noMDNS C.
 	cfg.Name, cfg.HTTP = goString(name), goString(httpAddr)
 	cfg.Listen, cfg.Peers = goString(listen), goString(peers)
 	cfg.NoMDNS = noMDNS != 0
+	mu.Lock()
+	cfg.LogLevel, cfg.LogSink = logLevel, logSink
+	mu.Unlock()
 	if cfg.HTTP == "" {
 		// The HTTP API is how a C caller talks to the node.
 		cfg.HTTP = "127.0.0.1:0"
@@ -73,6 +84,32 @@ func danyue_set_memory_limit(bytes C.longlong) C.longlong {
 		return C.longlong(debug.SetMemoryLimit(-1)) // -1 reads it
 	}
 	return C.longlong(debug.SetMemoryLimit(int64(bytes)))
+}
+
+// danyue_set_log sets the log level ("debug", "info", "warn", "error",
+// "off"; NULL leaves it) and the function that receives each log line (NULL:
+// stderr) of the nodes started after it.
+//
+//export danyue_set_log
+func danyue_set_log(level *C.char, fn C.danyue_log_fn, ctx unsafe.Pointer) C.int {
+	l := goString(level)
+	if l != "" {
+		// A bad level is refused here, not at the next start.
+		if err := mobile.CheckLogLevel(l); err != nil {
+			return fail(fmt.Errorf("danyue_set_log: %w", err))
+		}
+	}
+	var sink mobile.LogSink
+	if fn != nil {
+		sink = &cSink{fn: fn, ctx: C.uintptr_t(uintptr(ctx))}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if l != "" {
+		logLevel = l
+	}
+	logSink = sink
+	return 0
 }
 
 //export danyue_stop
@@ -128,7 +165,7 @@ func node(handle C.int) *mobile.Node {
 	defer mu.Unlock()
 	n := nodes[handle]
 	if n == nil {
-		lastErr = fmt.Sprintf("no node %d", handle)
+		lastErr, lastCode = fmt.Sprintf("no node %d", handle), ""
 	}
 	return n
 }
@@ -137,6 +174,6 @@ func node(handle C.int) *mobile.Node {
 func fail(err error) C.int {
 	mu.Lock()
 	defer mu.Unlock()
-	lastErr = err.Error()
+	lastErr, lastCode = err.Error(), mobile.ErrorCode(err)
 	return -1
 }
