@@ -73,7 +73,16 @@ func (p *daemonProc) stop(t *testing.T) {
 	if p.cmd.ProcessState != nil {
 		return
 	}
-	_ = terminate(p.cmd)
+	if err := terminate(p.cmd); err != nil {
+		// Under wine the test has no console, so there is no Ctrl-Break
+		// to send (noConsole); the daemon is killed instead.
+		if !noConsole(err) {
+			t.Errorf("stop the daemon: %v", err)
+		}
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return
+	}
 	select {
 	case err := <-p.done:
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os/exec"
 	"syscall"
 
@@ -25,3 +26,8 @@ func interrupt(cmd *exec.Cmd) error {
 // terminate: a service manager on Windows stops the daemon as Ctrl-Break
 // does, there being no SIGTERM.
 func terminate(cmd *exec.Cmd) error { return interrupt(cmd) }
+
+// noConsole says whether err is that of GenerateConsoleCtrlEvent in a
+// process without a console: a test binary under wine, whose output goes
+// to a file. A test run from a console (or by CI on Windows) has one.
+func noConsole(err error) bool { return errors.Is(err, windows.ERROR_INVALID_ACCESS) }

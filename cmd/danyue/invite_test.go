@@ -47,7 +47,10 @@ func TestCLIPairShortCode(t *testing.T) {
 	}
 	// Ctrl-C on the inviter kills its code.
 	inv = startInvite(t, a)
-	if err := interrupt(inv.cmd); err != nil {
+	if err := interrupt(inv.cmd); noConsole(err) {
+		_ = inv.cmd.Process.Kill()
+		t.Skipf("no console to send Ctrl-Break with (%v): a test binary under wine runs without one", err)
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	if code, out := inv.wait(t); code != 1 || !strings.Contains(out, "interrupted: the code no longer works") {

@@ -5,6 +5,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,9 +133,16 @@ func TestKeyUnreadableFile(t *testing.T) {
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1", res.code)
 	}
+	// The OS says "no such file" in its own words (Windows: "The system
+	// cannot find the file specified."), and the command passes them on.
+	_, err := os.Open(missing)
+	var pe *os.PathError
+	if !errors.As(err, &pe) {
+		t.Fatalf("open %s: %v, want a *PathError", missing, err)
+	}
 	for _, want := range []string{
-		"danyue: " + missing + ": no such file or directory\n",
-		"danyue: " + filepath.Join(dir, "books", "b.txt") + ": no such file or directory\n",
+		"danyue: " + missing + ": " + pe.Err.Error() + "\n",
+		"danyue: " + filepath.Join(dir, "books", "b.txt") + ": " + pe.Err.Error() + "\n",
 	} {
 		if !strings.Contains(res.stderr, want) {
 			t.Errorf("stderr %q lacks %q", res.stderr, want)
