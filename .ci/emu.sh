@@ -158,3 +158,24 @@ emu_test() {
 	echo "$emu_name: $total_pass passed, $total_fail failed, $total_skip skipped"
 	return $failed
 }
+
+# emu_crossos LOGDIR COMMAND...: the cross-OS sync scenario
+# (testnet/crossos): COMMAND, the other OS's danyue under its emulator,
+# joins a Linux daemon's library on loopback, both write, it is killed and
+# restarted, and nothing it acknowledged is lost. The test runs natively;
+# it prints how long pairing and each convergence took. It returns 1 if the
+# scenario failed.
+emu_crossos() {
+	local logs=$1 start rc
+	shift
+	local log=$logs/crossos.log
+	mkdir -p "$logs"
+	start=$SECONDS
+	DANYUE_CROSSOS_CMD="$*" go test -count=1 -v -run '^TestCrossOS$' -timeout 15m ./testnet/crossos/ >"$log" 2>&1
+	rc=$?
+	printf '%s: %s %-4s %-28s in %ds\n' "$emu_name" "$emu_target" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
+		"cross-OS sync with linux" $((SECONDS - start))
+	grep -E -e '^    crossos_test\.go:[0-9]+: (paired|converged|after)' -e '^--- (FAIL|SKIP)' "$log" | sed 's/^ */    /'
+	[ $rc != 0 ] && grep -E '^    crossos_test\.go:[0-9]+: ' "$log" | grep -v level= | tail -n 5
+	return $rc
+}
