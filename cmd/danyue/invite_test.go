@@ -83,7 +83,10 @@ func TestCLIInvitePinnedPort(t *testing.T) {
 	if first.addr != pinned || second.addr != pinned {
 		t.Fatalf("invites on %s and %s, want both on %s", first.addr, second.addr, pinned)
 	}
-	if err := interrupt(second.cmd); err != nil {
+	if err := interrupt(second.cmd); noConsole(err) {
+		_ = second.cmd.Process.Kill()
+		t.Skipf("no console to send Ctrl-Break with (%v): a test binary under wine runs without one", err)
+	} else if err != nil {
 		t.Fatal(err)
 	}
 	if code, out := second.wait(t); code != 1 || !strings.Contains(out, "interrupted") {
