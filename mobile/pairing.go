@@ -43,6 +43,12 @@ type Pairing struct {
 	// Device and DeviceName are who joined, once State is "paired".
 	Device     string
 	DeviceName string
+	// TriedBy is the address (host) of the try that spent the code without
+	// pairing (State "wrong_code", or "failed" when it broke off), and
+	// Burns how many codes that address spent lately, this one included:
+	// a device on the LAN that keeps burning codes is not the user's.
+	TriedBy string
+	Burns   int
 	// Detail says the outcome to a person, and what to do next.
 	Detail string
 }
@@ -59,6 +65,8 @@ func pairingOf(p library.Pairing) *Pairing {
 		Addresses:  strings.Join(p.Addresses, ","),
 		Device:     p.Device,
 		DeviceName: p.DeviceName,
+		TriedBy:    p.TriedBy,
+		Burns:      p.Burns,
 		Detail:     p.Detail,
 	}
 }

@@ -98,7 +98,7 @@ func TestPairingRefusals(t *testing.T) {
 	if code := ErrorCode(err); code != "wrong_code" {
 		t.Fatalf("join with a wrong code = %v (code %q), want wrong_code", err, code)
 	}
-	if got, err := laptop.WaitPairing(p.ID, 0); err != nil || got.State != "wrong_code" {
+	if got, err := laptop.WaitPairing(p.ID, 0); err != nil || got.State != "wrong_code" || got.TriedBy != "127.0.0.1" || got.Burns < 1 {
 		t.Fatalf("pairing after a wrong code = %+v, %v", got, err)
 	}
 
