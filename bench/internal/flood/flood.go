@@ -84,7 +84,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	baseline := st.Counts.Books
 	src := newSource(cfg.Records)
-	node, err := peer.New(ctx, peer.Config{Identity: key, Library: inv.Library, Name: "flood", Store: src, Logger: logger})
+	// The invite's one-time ticket makes the flooding member a member: its
+	// hello to the target (the inviter) presents it, as a joining device's
+	// does; without it the target gives it nothing and takes nothing.
+	ticket := func(crdt.DeviceID) []byte { return inv.Ticket }
+	node, err := peer.New(ctx, peer.Config{Identity: key, Library: inv.Library, Name: "flood", Store: src, Logger: logger, Ticket: ticket})
 	if err != nil {
 		return Result{}, err
 	}
