@@ -66,7 +66,10 @@ func TestCLISyncOnce(t *testing.T) {
 		t.Errorf("sync --once moved more than the one change: %q", res.stdout)
 	}
 
-	res = runCLI(t, nil, append(once, "--timeout", "300ms")...)
+	// No peer to reach: it waits out its timeout, which must leave a
+	// loaded machine time to start the daemon first, or the answer is
+	// that the start was cut short.
+	res = runCLI(t, nil, append(once, "--timeout", "5s")...)
 	if res.code != 1 || !strings.Contains(res.stdout, "no peer reachable") {
 		t.Errorf("sync --once alone: exit %d, stdout %q, stderr %q; want 1 and no peer reachable", res.code, res.stdout, res.stderr)
 	}
@@ -75,7 +78,7 @@ func TestCLISyncOnce(t *testing.T) {
 	}
 	// Beside a running daemon, sync --once asks it: A is in sync with B
 	// until B stops.
-	if res := a.cli(t, "sync", "--once", "--timeout", "300ms"); res.code != 1 || !strings.Contains(res.stdout, "in sync with 0 of 0 connected peers") {
+	if res := a.cli(t, "sync", "--once", "--timeout", "3s"); res.code != 1 || !strings.Contains(res.stdout, "in sync with 0 of 0 connected peers") {
 		t.Errorf("sync --once beside a daemon with no peer: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 	startDaemonProcAt(t, b.data, "pocket", "--peer", st.Addresses[0])
