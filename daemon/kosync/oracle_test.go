@@ -20,10 +20,7 @@ type lockAnswer struct {
 
 func signInFrom(t testing.TB, hc *http.Client, url, user, key string) lockAnswer {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url+"/users/auth", nil)
-	req.Header["x-auth-user"] = []string{user}
-	req.Header["x-auth-key"] = []string{key}
-	resp, err := hc.Do(req)
+	resp, err := hc.Do(authRequest(url, user, key))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,12 +100,18 @@ func startedURL(t testing.TB) string {
 	return probeOnce.url
 }
 
-func authAs(t testing.TB, hc *http.Client, url, user, key string) int {
-	t.Helper()
+// authRequest is KOReader's sign-in check: GET /users/auth with its two
+// headers, written in the lower case KOReader sends.
+func authRequest(url, user, key string) *http.Request {
 	req, _ := http.NewRequest("GET", url+"/users/auth", nil)
 	req.Header["x-auth-user"] = []string{user}
 	req.Header["x-auth-key"] = []string{key}
-	resp, err := hc.Do(req)
+	return req
+}
+
+func authAs(t testing.TB, hc *http.Client, url, user, key string) int {
+	t.Helper()
+	resp, err := hc.Do(authRequest(url, user, key))
 	if err != nil {
 		t.Error(err)
 		return 0
