@@ -11,20 +11,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/leaks"
 	"github.com/danyue/danyue/internal/poll"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// libp2p and its dependencies start process-wide workers on first use.
-		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/tcpreuse.(*ConnMgr).run"),
-		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-		// On Windows go-winio serves every named pipe of the process
-		// from one I/O completion goroutine, started on first use and
-		// never ended.
-		goleak.IgnoreAnyFunction("github.com/Microsoft/go-winio.ioCompletionProcessor"),
-	)
+	goleak.VerifyTestMain(m, leaks.Ignore()...)
 }
 
 // testLogger routes a component's logs to the test's log.

@@ -19,16 +19,12 @@ import (
 
 	"github.com/danyue/danyue/daemon"
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/internal/leaks"
 	"github.com/danyue/danyue/internal/poll"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// libp2p and its dependencies start process-wide workers on first use.
-		goleak.IgnoreAnyFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-		goleak.IgnoreTopFunction("github.com/libp2p/go-libp2p/p2p/transport/tcpreuse.(*ConnMgr).run"),
-		goleak.IgnoreAnyFunction("go.opencensus.io/stats/view.(*worker).start"),
-	)
+	goleak.VerifyTestMain(m, leaks.Ignore()...)
 }
 
 const (

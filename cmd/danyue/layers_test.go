@@ -58,6 +58,7 @@ func TestLayers(t *testing.T) {
 		"internal/connlimit":       nil,
 		"internal/testfs":          nil,
 		"internal/poll":            nil,
+		"internal/leaks":           nil,
 		"internal/logbuf":          nil,
 		"internal/lan":             nil,
 		"internal/keyalgo":         nil,
