@@ -105,10 +105,14 @@ type Host struct {
 	done   chan struct{}
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	timer   *time.Timer
-	outcome *Outcome
-	shut    bool
+	mu    sync.Mutex
+	timer *time.Timer
+	// outcome is recorded first and published (done closed) after the
+	// listener is closed when the outcome ends the rendezvous: whoever
+	// sees Done then finds the port closed, never a session cut short.
+	outcome   *Outcome
+	published bool
+	shut      bool
 	// noted are the refused addresses already logged at Info for this
 	// invitation, so that a flood of refused connections is one line each.
 	noted map[netip.Addr]bool
@@ -170,7 +174,7 @@ func (h *Host) Done() <-chan struct{} { return h.done }
 func (h *Host) Outcome() (Outcome, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.outcome == nil {
+	if !h.published {
 		return Outcome{}, false
 	}
 	return *h.outcome, true
@@ -180,19 +184,38 @@ func (h *Host) Outcome() (Outcome, bool) {
 // open), stops listening and announcing, and waits for its goroutines:
 // the port is free when it returns.
 func (h *Host) Close() {
-	h.finish(Outcome{Err: ErrCancelled})
+	h.record(Outcome{Err: ErrCancelled})
 	h.shutdown()
+	h.publish()
 	h.wg.Wait()
 }
 
-// finish sets the outcome once.
-func (h *Host) finish(o Outcome) {
+// record sets the outcome once, and reports whether one was set before.
+func (h *Host) record(o Outcome) (already bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.outcome != nil {
-		return
+		return true
 	}
 	h.outcome = &o
+	return false
+}
+
+// recorded reports whether the invitation has an outcome.
+func (h *Host) recorded() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.outcome != nil
+}
+
+// publish ends the invitation for Done and Outcome.
+func (h *Host) publish() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.published {
+		return
+	}
+	h.published = true
 	close(h.done)
 }
 
@@ -222,14 +245,13 @@ func (h *Host) stopAnswering() {
 // invitation expires; a session testing the code goes on until it ends (it
 // took the code in time), and the rendezvous closes then.
 func (h *Host) expire() {
-	if !h.cfg.Invitation.Used() {
-		h.finish(Outcome{Err: pair.ErrInvitationExpired})
-	}
-	if _, ended := h.Outcome(); ended {
-		h.shutdown()
+	if h.cfg.Invitation.Used() && !h.recorded() {
+		h.stopAnswering()
 		return
 	}
-	h.stopAnswering()
+	h.record(Outcome{Err: pair.ErrInvitationExpired})
+	h.shutdown()
+	h.publish()
 }
 
 func (h *Host) acceptLoop() {
@@ -246,17 +268,20 @@ func (h *Host) acceptLoop() {
 // a joiner that proved it knew the code) closes the rendezvous; a burn
 // leaves it answering refusals until the code would have expired.
 func (h *Host) ended(o Outcome, log *slog.Logger) {
-	if _, done := h.Outcome(); done {
+	if h.recorded() {
 		return // cancelled under the session: nobody burned anything
 	}
 	if o.Burned {
 		o.Burner = h.cfg.Burns.add(o.From, o.At)
 		log.Info("pairing: the code was spent by a session that did not prove it knew it", "err", o.Err, "burns", o.Burner.Burns)
 	}
-	h.finish(o)
+	if h.record(o) {
+		return
+	}
 	if !o.Burned || !time.Now().Before(h.cfg.Invitation.Expires) {
 		h.shutdown()
 	}
+	h.publish()
 }
 
 // serve runs one connection.
