@@ -73,6 +73,14 @@ func (s *Store) openLocked(compactors bool) error {
 	return nil
 }
 
+// retain adds a reference to the open database for one who holds one
+// already, so it cannot be closed in between; paired with a release.
+func (s *Store) retain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.users++
+}
+
 func (s *Store) release() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

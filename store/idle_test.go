@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,6 +78,51 @@ func TestIdleCloseNeverUnderUse(t *testing.T) {
 	wg.Wait()
 	if s.LastSeq() != 200 {
 		t.Errorf("LastSeq %d, want 200", s.LastSeq())
+	}
+}
+
+// A sync that ends after a later one (which acknowledged its groups and
+// released their references) must still find its database open: the idle
+// close used to close it under the slow sync, which then called into the
+// closed database (a nil memtable in badger, a crash). Slow disks, and
+// Windows' fsync, make the order likely.
+func TestIdleCloseWaitsForSlowSync(t *testing.T) {
+	var (
+		armed atomic.Bool
+		calls atomic.Int32
+	)
+	unblock := make(chan struct{})
+	s := open(t, t.TempDir(), Options{IdleClose: time.Millisecond, syncErr: func() error {
+		if armed.Load() && calls.Add(1) == 1 {
+			<-unblock
+		}
+		return nil
+	}})
+	armed.Store(true) // not the syncs of the store's creation
+	var once sync.Once
+	release := func() { once.Do(func() { close(unblock) }) }
+	t.Cleanup(release) // before the store's close, which waits for the sync
+	first := make(chan error, 1)
+	go func() {
+		_, err := s.Apply(context.Background(), Batch{Entries: []crdt.Entry{pos(t, 1, 10, 1)}})
+		first <- err
+	}()
+	poll.Until(t, "the first sync to start", 10*time.Second, func() bool { return calls.Load() >= 1 })
+	// The second group's sync ends first and acknowledges both groups.
+	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 2, 10, 1)}})
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	users, open := s.users, s.db != nil
+	s.mu.Unlock()
+	if users == 0 || !open {
+		t.Fatalf("with a sync in flight the database has %d users (open %v): the idle close may close it under the sync", users, open)
+	}
+	release()
+	poll.Until(t, "the idle store to close after the sync", 10*time.Second, func() bool { open, _ := s.state(); return !open })
+	if s.LastSeq() != 2 {
+		t.Errorf("LastSeq %d, want 2", s.LastSeq())
 	}
 }
 

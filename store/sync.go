@@ -78,6 +78,10 @@ func (s *Store) kickLocked() {
 	s.inflight++
 	s.syncWG.Add(1)
 	s.syncs.Add(1)
+	// The sync holds a reference of its own: a later sync that ends first
+	// acknowledges this one's groups and releases theirs, and the idle
+	// close would then close the database under it.
+	s.retain()
 	go s.runSync(db, upTo, journalOf(s.pending[first:]))
 }
 
@@ -85,6 +89,7 @@ func (s *Store) kickLocked() {
 // acknowledges (acked.go), then acknowledges every group it made durable.
 func (s *Store) runSync(db *badger.DB, upTo uint64, journal []ackEntry) {
 	defer s.syncWG.Done()
+	defer s.release()
 	jerr := make(chan error, 1)
 	go func() { jerr <- s.writeJournal(journal) }()
 	err := s.syncWAL(db)
