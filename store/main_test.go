@@ -25,7 +25,8 @@ func TestMain(m *testing.M) {
 	removeFixtures()
 	if code == 0 {
 		// A failed badger open leaves two of its goroutines running
-		// (handle.go); TestTableDamagedWhileRunning fails one.
+		// (handle.go); TestTableDamagedWhileRunning fails one, in a child
+		// process (runInChild) that runs this check too.
 		if err := goleak.Find(
 			goleak.IgnoreTopFunction("github.com/dgraph-io/ristretto/v2/z.(*AllocatorPool).freeupAllocators"),
 			goleak.IgnoreTopFunction("github.com/dgraph-io/badger/v4.(*DB).monitorCache"),

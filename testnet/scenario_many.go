@@ -53,11 +53,12 @@ func ManyDevices(t TB, p Params, r *Report) {
 		settleAfterWrites, float64(moved.BytesSent-during.BytesSent)/float64(p.Writes),
 		float64(moved.BytesSent-during.BytesSent)/float64(streamsOfMesh))
 	p.checkTime(t, "p99 propagation", p99, TargetPropagation, 2*time.Second)
-	// Each change crosses the wire once per receiving device (19.0 records
-	// per change on a settled mesh of 20); the bound leaves room for the
-	// relays a loaded machine's stalls let through, not for relays that are
-	// no longer held back.
-	if per, limit := float64(moved.RecordsSent)/float64(p.Writes), 1.5*float64(len(nodes)-1); per > limit {
+	// Each change crosses the wire once per receiving device on a settled
+	// mesh; relays no longer held back would send it on from every
+	// receiver, (devices-1)^2 times. The bound sits between the two, far
+	// enough from the first for the relays a loaded machine's stalls let
+	// through (a relay goes out when the direct link looks silent).
+	if per, limit := float64(moved.RecordsSent)/float64(p.Writes), 3*float64(len(nodes)-1); per > limit {
 		t.Errorf("%.1f records sent per change among %d devices; want at most %.1f (relays not held back)", per, len(nodes), limit)
 	}
 
