@@ -230,6 +230,13 @@ type Stability struct {
 	// old copy), its sequence numbers no longer name what they named, and
 	// nothing is collected until those cursors are behind it again.
 	Regressed []DeviceID
+	// DeletedBy is the end of the undo window: a tombstone written (its
+	// wall time, in ms) after it is kept, however stable, so that the book
+	// can still be listed, read and restored. The caller works it out from
+	// its clock (now less the window; this package reads no clock); 0
+	// sets no bound. The window only ever delays collection, so members
+	// that keep deletes for different times stay safe (docs/design.md).
+	DeletedBy uint64
 }
 
 // Holding returns the members that hold collection back: those whose
@@ -356,9 +363,24 @@ func stableCoverage(self DeviceID, epoch, last uint64, known Summaries) map[Devi
 
 // Collectible reports whether the record e, stored at sequence number seq
 // of this device's store, may be collected under st: a deleted book that
-// every current member holds. Nothing else is ever collected.
+// every current member holds, deleted at or before st.DeletedBy. Nothing
+// else is ever collected.
 func Collectible(e *Entry, seq uint64, st *Stability) bool {
-	return MayBeCollected(e) && seq <= st.UpTo
+	return MayBeCollected(e) && seq <= st.UpTo && !inWindow(e, st)
+}
+
+// HeldByWindow reports whether the record e at sequence number seq is
+// kept only by the undo window: every member holds it, and it will be
+// collectible once st.DeletedBy reaches its tombstone's wall time. A
+// caller that skips scanning until stability moves on must also scan again
+// when its clock passes the earliest of those (store.PurgeResult.Held).
+func HeldByWindow(e *Entry, seq uint64, st *Stability) bool {
+	return MayBeCollected(e) && seq <= st.UpTo && inWindow(e, st)
+}
+
+// inWindow reports whether e's tombstone is newer than st.DeletedBy.
+func inWindow(e *Entry, st *Stability) bool {
+	return st.DeletedBy != 0 && e.Book.Deleted.Wall > st.DeletedBy
 }
 
 // MayBeCollected reports whether the record state e is one that collection

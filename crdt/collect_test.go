@@ -130,28 +130,76 @@ func TestStableChain(t *testing.T) {
 	}
 }
 
+// TestCollectible: a tombstone is collected only once every member holds
+// it (UpTo) and its undo window has passed (DeletedBy); a table over both.
 func TestCollectible(t *testing.T) {
-	st := crdt.Stability{UpTo: 5}
 	del := crdt.BookEntry(crdt.Book{Key: keyMD5, Deleted: ts(t0, 0, devA)})
 	revived := crdt.BookEntry(crdt.Book{Key: keyMD5, Deleted: ts(t0, 0, devA), Position: crdt.Position{At: ts(t0+1, 0, devB)}})
 	tie := crdt.BookEntry(crdt.Book{Key: keyMD5, Deleted: ts(t0, 0, devA), Position: crdt.Position{At: ts(t0, 0, devB)}})
 	live := crdt.BookEntry(crdt.Book{Key: keyMD5, Position: crdt.Position{At: ts(t0, 0, devB)}})
 	dev := crdt.DeviceEntry(crdt.Device{ID: devA, Name: crdt.Text{At: ts(t0, 0, devA), Value: "x"}})
 	for _, tt := range []struct {
-		name string
-		e    crdt.Entry
-		seq  uint64
-		want bool
+		name      string
+		e         crdt.Entry
+		seq       uint64
+		deletedBy uint64
+		want      bool // Collectible
+		held      bool // HeldByWindow
 	}{
-		{"deleted, held by all", del, 5, true},
-		{"deleted, not yet held by all", del, 6, false},
-		{"revived by a later write", revived, 1, false},
-		{"tie goes to the delete", tie, 1, true},
-		{"never deleted", live, 1, false},
-		{"not a book", dev, 1, false},
+		{"deleted, held by all", del, 5, 0, true, false},
+		{"deleted, not yet held by all", del, 6, 0, false, false},
+		{"revived by a later write", revived, 1, 0, false, false},
+		{"tie goes to the delete", tie, 1, 0, true, false},
+		{"never deleted", live, 1, 0, false, false},
+		{"not a book", dev, 1, 0, false, false},
+		{"held by all, window passed", del, 5, t0 + 1, true, false},
+		{"held by all, window ends at the delete", del, 5, t0, true, false},
+		{"held by all, inside the window", del, 5, t0 - 1, false, true},
+		{"not held by all, inside the window", del, 6, t0 - 1, false, false},
+		{"not held by all, window passed", del, 6, t0 + 1, false, false},
+		{"revived, inside the window", revived, 1, t0 - 1, false, false},
+		{"tie, inside the window", tie, 1, t0 - 1, false, true},
+		{"never deleted, any window", live, 1, t0 - 1, false, false},
 	} {
+		st := crdt.Stability{UpTo: 5, DeletedBy: tt.deletedBy}
 		if got := crdt.Collectible(&tt.e, tt.seq, &st); got != tt.want {
 			t.Errorf("%s: Collectible = %v, want %v", tt.name, got, tt.want)
+		}
+		if got := crdt.HeldByWindow(&tt.e, tt.seq, &st); got != tt.held {
+			t.Errorf("%s: HeldByWindow = %v, want %v", tt.name, got, tt.held)
+		}
+	}
+}
+
+// TestCollectibleRule: over every combination of what a record is, where it
+// sits and where the window ends, Collectible is exactly "a deleted book,
+// held by every member, deleted no later than the window's end", and a
+// record the window alone keeps is collectible once the window moves past
+// its tombstone.
+func TestCollectibleRule(t *testing.T) {
+	for wall := t0 - 2; wall <= t0+2; wall++ {
+		for _, pos := range []uint64{0, wall - 1, wall, wall + 1} {
+			b := crdt.Book{Key: keyMD5, Deleted: ts(wall, 0, devA)}
+			if pos != 0 {
+				b.Position = crdt.Position{At: ts(pos, 0, devB)}
+			}
+			e := crdt.BookEntry(b)
+			for seq := uint64(3); seq <= 7; seq++ {
+				for _, by := range []uint64{0, t0 - 3, t0 - 2, t0 - 1, t0, t0 + 1, t0 + 2, t0 + 3} {
+					st := crdt.Stability{UpTo: 5, DeletedBy: by}
+					want := !b.Visible() && seq <= 5 && (by == 0 || wall <= by)
+					got := crdt.Collectible(&e, seq, &st)
+					if got != want {
+						t.Fatalf("deleted at %d, written at %d, seq %d, window to %d: Collectible = %v, want %v", wall, pos, seq, by, got, want)
+					}
+					if crdt.HeldByWindow(&e, seq, &st) {
+						later := crdt.Stability{UpTo: 5, DeletedBy: wall}
+						if got || !crdt.Collectible(&e, seq, &later) {
+							t.Fatalf("deleted at %d, seq %d, window to %d: held by the window, but not collectible once it passes", wall, seq, by)
+						}
+					}
+				}
+			}
 		}
 	}
 }

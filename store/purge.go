@@ -37,6 +37,11 @@ type PurgeResult struct {
 	Bytes   int64 // bytes of keys and values removed, less the residues kept
 	Kept    int64 // bytes of the residues written
 	More    bool  // more books could be collected now: call Purge again
+	// Held is the earliest tombstone wall time (ms) of the books every
+	// member holds that the undo window alone kept (crdt.HeldByWindow),
+	// 0 if none: nothing more is collectible under the same stability
+	// until the window's end passes it. Complete only when More is false.
+	Held uint64
 }
 
 // purgeReq is a purge on its way through the writer.
@@ -83,7 +88,16 @@ func (p *plan) purge(req *purgeReq) error {
 		if err != nil {
 			return err
 		}
-		if !found || !crdt.Collectible(&e, seq, &req.st) {
+		if !found {
+			continue
+		}
+		if crdt.HeldByWindow(&e, seq, &req.st) {
+			if w := e.Book.Deleted.Wall; req.res.Held == 0 || w < req.res.Held {
+				req.res.Held = w
+			}
+			continue
+		}
+		if !crdt.Collectible(&e, seq, &req.st) {
 			continue
 		}
 		if int(n) == req.limit {

@@ -189,6 +189,45 @@ func TestPurgeOnlyWhatIsStable(t *testing.T) {
 	}
 }
 
+// TestPurgeKeepsTheUndoWindow: a book every member holds is kept while
+// its tombstone is newer than the window's end, and Purge reports the
+// earliest such tombstone, across batches; once the window passes it, it
+// is collected.
+func TestPurgeKeepsTheUndoWindow(t *testing.T) {
+	s := open(t, t.TempDir(), Options{})
+	apply(t, s, Batch{Entries: []crdt.Entry{fullBook(t, 1, 1000), fullBook(t, 2, 1000), fullBook(t, 3, 1000), fullBook(t, 4, 1000)}})
+	apply(t, s, Batch{Entries: []crdt.Entry{del(t, 1, 2000), del(t, 2, 3000), del(t, 3, 4000), del(t, 4, 2500)}})
+	for _, tt := range []struct {
+		by        uint64
+		collected int
+		held      uint64
+	}{
+		{1999, 0, 2000},
+		{2000, 1, 2500}, // book 1, deleted at the window's end
+		{2999, 1, 3000}, // book 4
+		{5000, 2, 0},    // books 2 and 3
+	} {
+		var got PurgeResult
+		for {
+			r, err := s.Purge(context.Background(), crdt.Stability{UpTo: s.LastSeq(), DeletedBy: tt.by}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.Records += r.Records
+			if !r.More {
+				got.Held = r.Held
+				break
+			}
+		}
+		if got.Records != tt.collected || got.Held != tt.held {
+			t.Errorf("window to %d: collected %d, earliest kept %d; want %d, %d", tt.by, got.Records, got.Held, tt.collected, tt.held)
+		}
+	}
+	if _, deleted := counts(t, s); deleted != 0 {
+		t.Fatalf("%d deleted books left, want 0", deleted)
+	}
+}
+
 // TestPurgedBookArrivesAgain: what an arriving copy of a collected book
 // does (crdt.Absorbs): an old copy that holds the delete changes nothing;
 // an old copy without it (a device restored from an old copy) cannot
