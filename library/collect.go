@@ -18,7 +18,20 @@ import (
 // where every current member holds this store (crdt.Stable) after
 // summaries, members or the store changed, and purges what that allows in
 // bounded batches. It wakes only for a commit or an arriving summary, at
-// most once per Config.SummaryEvery: an idle library runs no timer.
+// most once per Config.SummaryEvery, and when the undo window
+// (Config.KeepDeleted) of a delete every member holds has passed: an idle
+// library with no such delete runs no timer.
+//
+// A deleted book is collected only once its undo window has passed as
+// well (crdt.Stability.DeletedBy, by the tombstone's wall time), so that
+// for that long it stays listed, readable and restorable (Restore) on this
+// device whatever the other members do.
+
+// DefaultKeepDeleted is the default undo window (Config.KeepDeleted): a
+// month, long enough for a person to notice a book they did not mean to
+// remove, short enough that a library with heavy churn does not carry a
+// year of deleted books; a deleted book costs one record until then.
+const DefaultKeepDeleted = 30 * 24 * time.Hour
 
 // summaryEvery is the default shortest time between two rounds of the
 // loop, so that a catch-up of thousands of batches gossips and purges a few
@@ -55,8 +68,11 @@ type collector struct {
 	// later gets a number past it, so until UpTo moves on there is nothing
 	// to collect, and no scan of every deleted book is worth making: with
 	// a member away for days, that scan would hold the writer after every
-	// round of writes.
-	purged uint64
+	// round of writes. held is the earliest tombstone time (wall ms) that
+	// the undo window alone kept at that purge (0: none): once the
+	// window's end passes it, there is something to collect again with
+	// UpTo where it was, and the loop wakes for it (heldDue).
+	purged, held uint64
 }
 
 func newCollector() collector {
@@ -91,27 +107,71 @@ func (l *Library) collectLoop() {
 		}
 		next = time.Now().Add(every)
 		_, changed := l.store.Watch()
-		l.collectRound(ctx)
+		// The only timer an idle library runs: until the undo window of the
+		// earliest delete every member holds has passed.
+		var due *time.Timer
+		if wait, ok := l.collectRound(ctx); ok {
+			due = time.NewTimer(wait)
+		}
 		select {
 		case <-changed:
 		case <-l.coll.kick:
+		case <-timerC(due):
 		case <-ctx.Done():
+		}
+		if due != nil {
+			due.Stop()
+		}
+		if ctx.Err() != nil {
 			return
 		}
 	}
 }
 
+// timerC is t's channel, or nil (never ready) without a timer.
+func timerC(t *time.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C
+}
+
+// heldDue returns how long until the undo window of the earliest delete it
+// kept at the last purge has passed, if it kept one; only the loop calls
+// it.
+func (l *Library) heldDue() (time.Duration, bool) {
+	if l.coll.held == 0 {
+		return 0, false
+	}
+	end := time.UnixMilli(int64(l.coll.held)).Add(l.cfg.KeepDeleted)
+	return max(end.Sub(l.cfg.Now()), 0), true
+}
+
+// deletedBy is the end of the undo window at wall time now (ms), for
+// crdt.Stability.DeletedBy: 0 (no bound) with no window.
+func (l *Library) deletedBy(now uint64) uint64 {
+	if l.cfg.KeepDeleted < 0 {
+		return 0
+	}
+	w := uint64(l.cfg.KeepDeleted.Milliseconds())
+	if now <= w {
+		return 1 // a clock before 1970 plus the window: keep everything
+	}
+	return now - w
+}
+
 // collectRound gossips this device's summary if it changed (or others'
 // did), drops the cursors into forgotten devices, and purges what every
-// current member holds.
-func (l *Library) collectRound(ctx context.Context) {
+// current member holds. It returns how long until the undo window of a
+// delete it kept has passed, if it kept one (heldDue).
+func (l *Library) collectRound(ctx context.Context) (time.Duration, bool) {
 	l.forgetCursors(ctx)
 	own, err := l.store.Summary(ctx, l.self, l.stamp())
 	if err != nil {
 		if ctx.Err() == nil {
 			l.log.Warn("collection: read this device's summary", "err", err)
 		}
-		return
+		return l.heldDue()
 	}
 	l.coll.mu.Lock()
 	prev, had := l.coll.known[l.self]
@@ -139,9 +199,11 @@ func (l *Library) collectRound(ctx context.Context) {
 		}
 	}
 	l.purge(ctx, list)
+	wait, due := l.heldDue()
 	l.coll.mu.Lock()
 	l.coll.stats.Rounds++
 	l.coll.mu.Unlock()
+	return wait, due
 }
 
 // sameSummary reports whether a and b say the same, whenever made.
@@ -196,12 +258,13 @@ func (l *Library) purge(ctx context.Context, list []crdt.Summary) {
 		}
 		return
 	}
-	if st.UpTo <= l.coll.purged {
+	st.DeletedBy = l.deletedBy(l.wallMs())
+	if st.UpTo <= l.coll.purged && (l.coll.held == 0 || l.coll.held > st.DeletedBy) {
 		return
 	}
-	books, freed, done := l.purgeUpTo(ctx, st)
+	books, freed, held, done := l.purgeUpTo(ctx, st)
 	if done {
-		l.coll.purged = st.UpTo
+		l.coll.purged, l.coll.held = st.UpTo, held
 	}
 	// Every book collected was counted deleted. Reading the store's counts
 	// instead would be wrong while a batch is between its commit and
@@ -244,8 +307,9 @@ func (l *Library) stability(members []crdt.DeviceID, list []crdt.Summary) (crdt.
 }
 
 // purgeUpTo collects what st allows, in bounded batches, and returns how
-// many books and bytes that freed, and whether it collected all st allows.
-func (l *Library) purgeUpTo(ctx context.Context, st crdt.Stability) (books int, freed int64, done bool) {
+// many books and bytes that freed, the earliest tombstone the undo window
+// kept (store.PurgeResult.Held), and whether it collected all st allows.
+func (l *Library) purgeUpTo(ctx context.Context, st crdt.Stability) (books int, freed int64, held uint64, done bool) {
 	for ctx.Err() == nil {
 		res, err := l.store.Purge(ctx, st, 0)
 		if err != nil {
@@ -257,10 +321,10 @@ func (l *Library) purgeUpTo(ctx context.Context, st crdt.Stability) (books int, 
 		books += res.Records
 		freed += res.Bytes
 		if !res.More {
-			return books, freed, true
+			return books, freed, res.Held, true
 		}
 	}
-	return books, freed, false
+	return books, freed, 0, false
 }
 
 // Collection is how far a member holds this device's store, as the

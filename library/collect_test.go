@@ -17,7 +17,7 @@ func collectKey(i int) crdt.BookKey { return crdt.MustParseBookKey(fmt.Sprintf("
 // test writes stay until it collects them itself.
 func openStill(t *testing.T) *Library {
 	t.Helper()
-	l := openLibrary(t, "laptop", func(c *Config) { c.SummaryEvery = time.Hour })
+	l := openLibrary(t, "laptop", func(c *Config) { c.SummaryEvery, c.KeepDeleted = time.Hour, -1 })
 	poll.Until(t, "the collection loop's round at the start", 10*time.Second, func() bool {
 		return l.CollectionStats().Rounds > 0
 	})
@@ -68,8 +68,8 @@ func mustDo2[T, U any](v T, w U, err error) func(testing.TB) (T, U) {
 }
 
 // quick makes the collection loop run often, so that tests wait for it in
-// fractions of a second.
-func quick(c *Config) { c.SummaryEvery = 50 * time.Millisecond }
+// fractions of a second, and keeps no undo window.
+func quick(c *Config) { c.SummaryEvery, c.KeepDeleted = 50*time.Millisecond, -1 }
 
 // Issue 15: books deleted on one member are collected on both once both
 // hold the deletes, and each says the other holds nothing back.

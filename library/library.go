@@ -47,6 +47,12 @@ type Config struct {
 	// SummaryEvery is the shortest time between two rounds of tombstone
 	// collection; default 2 seconds (collect.go says why).
 	SummaryEvery time.Duration
+	// KeepDeleted is the undo window: how long a deleted book stays listed,
+	// readable and restorable after its delete (by the tombstone's time)
+	// before collection may take it, once every member holds it too;
+	// default DefaultKeepDeleted, and a negative one keeps none. Each
+	// device applies its own (docs/design.md says why that is safe).
+	KeepDeleted time.Duration
 	// Now is the wall clock; default time.Now. A daemon shifts it for
 	// clock-skew tests.
 	Now func() time.Time
@@ -122,6 +128,9 @@ func Open(ctx context.Context, cfg Config) (*Library, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.KeepDeleted == 0 {
+		cfg.KeepDeleted = DefaultKeepDeleted
 	}
 	if cfg.SummaryEvery <= 0 {
 		cfg.SummaryEvery = summaryEvery
