@@ -47,6 +47,7 @@ func (d *Daemon) routeTable() []route {
 		{"PUT", "/v1/books/{key}/position", permWrite, d.handlePosition},
 		{"POST", "/v1/books/{key}/read-time", permWrite, d.handleReadTime},
 		{"DELETE", "/v1/books/{key}", permWrite, d.handleDelete},
+		{"POST", "/v1/books/{key}/restore", permWrite, d.handleRestore},
 		{"GET", "/v1/events", permRead, d.handleEvents},
 		{"GET", "/v1/changes", permRead, d.handleChanges},
 		{"GET", "/v1/stats/daily", permRead, d.handleDaily},

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -130,6 +131,35 @@ func (d *Daemon) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, d.viewer().book(&b))
 	return nil
+}
+
+// handleRestore brings a deleted book back on every device, as it was
+// (library.Restore); a book on the shelf is answered as it is.
+func (d *Daemon) handleRestore(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathKey(r)
+	if err != nil {
+		return err
+	}
+	b, err := d.lib.Restore(r.Context(), key)
+	if errors.Is(err, library.ErrNotFound) {
+		return errorf(http.StatusNotFound, api.CodeNotFound, "no book %s on this device: never here, or removed for good after its undo window (%s)", key, keepText(d.lib.KeepDeleted()))
+	}
+	if err != nil {
+		return bookError(err, key)
+	}
+	writeJSON(w, http.StatusOK, d.viewer().book(&b))
+	return nil
+}
+
+// keepText says how long deleted books are kept, for people.
+func keepText(keep time.Duration) string {
+	switch {
+	case keep < 0:
+		return "this device keeps none"
+	case keep%(24*time.Hour) == 0:
+		return fmt.Sprintf("%d days", keep/(24*time.Hour))
+	}
+	return keep.String()
 }
 
 // bookError maps the errors of book operations to API errors: invalid input

@@ -17,8 +17,8 @@ import (
 )
 
 // quickCollect makes the collection loop run often, so that tests wait
-// for it in fractions of a second.
-func quickCollect(c *Config) { c.summaryEvery = 50 * time.Millisecond }
+// for it in fractions of a second, and keeps no undo window.
+func quickCollect(c *Config) { c.summaryEvery, c.KeepDeleted = 50*time.Millisecond, -1 }
 
 // threeCollecting starts three paired daemons that collect quickly.
 func threeCollecting(t *testing.T) (a, b, c *testDaemon) {

@@ -59,6 +59,11 @@ type Config struct {
 	// open only while an invitation is (POST /v1/pairing); default every
 	// interface, a port the system picks.
 	PairListen string
+	// KeepDeleted is the undo window (library.Config.KeepDeleted): how long
+	// a deleted book stays listed, readable and restorable; default
+	// library.DefaultKeepDeleted (30 days), negative for none (deleted
+	// books go once every member holds the delete).
+	KeepDeleted time.Duration
 	// ClockOffset shifts the daemon's wall clock (DANYUE_CLOCK_OFFSET): a
 	// testing aid for clock-skew scenarios.
 	ClockOffset time.Duration
@@ -72,7 +77,13 @@ type Config struct {
 	// summaryEvery replaces the collection loop's pace
 	// (library.Config.SummaryEvery).
 	summaryEvery time.Duration
+	// clock replaces the wall clock (before ClockOffset): tests move it
+	// past the undo window.
+	clock func() time.Time
 }
+
+// DefaultKeepDeleted is the undo window of Config.KeepDeleted's default.
+const DefaultKeepDeleted = library.DefaultKeepDeleted
 
 // ErrLocked is returned by Start when another daemon has the data dir open;
 // a caller that only wanted to sync once can ask that daemon instead.
@@ -197,6 +208,7 @@ func (d *Daemon) libraryConfig() library.Config {
 		PairListen:   d.cfg.PairListen,
 		PairValidity: d.cfg.pairValidity,
 		SummaryEvery: d.cfg.summaryEvery,
+		KeepDeleted:  d.cfg.KeepDeleted,
 		Now:          d.now,
 		Logger:       d.log,
 		OnEvent:      d.publish,
@@ -262,7 +274,12 @@ func (d *Daemon) SyncOnce(ctx context.Context) (SyncReport, error) {
 }
 
 // now is the daemon's wall clock, shifted by DANYUE_CLOCK_OFFSET.
-func (d *Daemon) now() time.Time { return time.Now().Add(d.cfg.ClockOffset) }
+func (d *Daemon) now() time.Time {
+	if d.cfg.clock != nil {
+		return d.cfg.clock().Add(d.cfg.ClockOffset)
+	}
+	return time.Now().Add(d.cfg.ClockOffset)
+}
 
 // ensurePrivateDir creates dir, or tightens an existing one, so that only
 // this user can reach it (0700; a private DACL on Windows): the socket and

@@ -16,6 +16,7 @@ import (
 type viewer struct {
 	self crdt.DeviceID
 	name func(crdt.Timestamp) string
+	keep time.Duration // the undo window; negative for none
 }
 
 func (v viewer) book(b *crdt.Book) api.Book {
@@ -37,6 +38,10 @@ func (v viewer) book(b *crdt.Book) api.Book {
 	if out.Deleted {
 		at, by, name := rfc3339(b.Deleted.Wall), b.Deleted.Device.String(), v.name(b.Deleted)
 		out.DeletedAt, out.DeletedBy, out.DeletedByName = &at, &by, &name
+		if v.keep >= 0 {
+			until := rfc3339(b.Deleted.Wall + uint64(v.keep.Milliseconds()))
+			out.KeptUntil = &until
+		}
 	}
 	if !b.Deleted.IsZero() {
 		s := stamp(b.Deleted)
@@ -109,5 +114,5 @@ func rfc3339(wallMs uint64) string {
 // viewer renders records with the name each write's device had when it
 // made it.
 func (d *Daemon) viewer() viewer {
-	return viewer{self: d.lib.Self(), name: d.lib.NameAt}
+	return viewer{self: d.lib.Self(), name: d.lib.NameAt, keep: d.lib.KeepDeleted()}
 }

@@ -78,6 +78,7 @@ type pageTest struct {
 	base   string          // the page's URL, without a path
 	shots  string          // where screenshots go
 	cookie *http.Cookie    // the page's session, once logged in
+	clock  shiftClock      // both daemons' wall clock
 }
 
 const pageTitle = "三体 · The Three-Body Problem"
@@ -87,8 +88,8 @@ const pageTitle = "三体 · The Three-Body Problem"
 func newPageTest(t *testing.T) *pageTest {
 	exe := chromium(t)
 	p := &pageTest{t: t, shots: artifacts(t), ctx: ctxT(t)}
-	p.a = startDaemon(t, withKosync(func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0" }))
-	p.b = startDaemon(t, func(c *Config) { c.Name = "phone" })
+	p.a = startDaemon(t, withKosync(func(c *Config) { c.Name = "书房"; c.HTTP = "127.0.0.1:0"; c.clock = p.clock.now }))
+	p.b = startDaemon(t, func(c *Config) { c.Name = "phone"; c.clock = p.clock.now })
 	joinLibrary(t, p.a, p.b)
 	a, b, ctx := p.a, p.b, p.ctx
 	mustDo(b.client.SetPosition(ctx, keyA, 1200, 0.12, pageTitle))(t)
@@ -255,11 +256,15 @@ func (p *pageTest) live() {
 }
 
 // deleteAndRestore: deleted on the phone, the page says who, and brings it
-// back on every device.
+// back on every device 10 minutes later, when both devices have long held
+// the delete (issue 49: the undo window, not stability, decides).
 func (p *pageTest) deleteAndRestore() {
 	t := p.t
 	mustDo(p.b.client.Delete(p.ctx, keyA))(t)
 	p.waitText("the deleted book", pageGone(keyA), "deleted by phone")
+	p.tenMinutesLater()
+	load(t, p.bctx, chromedp.Reload())
+	p.waitText("the deleted book, 10 minutes on", pageGone(keyA), "can be brought back until")
 	if got := p.text(pageGone(keyA)); !strings.Contains(got, "KOReader 33.0%") {
 		t.Fatalf("the deleted book lost its KOReader progress: %q", got)
 	}
@@ -274,6 +279,22 @@ func (p *pageTest) deleteAndRestore() {
 		return err == nil && !bk.Deleted && bk.Position != nil && bk.Position.Char == 61000
 	})
 	p.shot("4-restored.png")
+}
+
+// tenMinutesLater waits until each daemon knows the other holds all its
+// changes, moves both clocks 10 minutes on, and waits for rounds of the
+// page's daemon's collection loop after that.
+func (p *pageTest) tenMinutesLater() {
+	t := p.t
+	poll.Until(t, "each daemon to know the other holds the delete", 20*time.Second, func() bool {
+		return holdsAllOf(t, p.a, p.b) && holdsAllOf(t, p.b, p.a)
+	})
+	p.clock.add(10 * time.Minute)
+	from := p.a.lib.CollectionStats().Rounds
+	poll.Until(t, "rounds of collection 10 minutes on", 20*time.Second, func() bool {
+		mustDo(p.a.client.SetPosition(p.ctx, keyB, 10, 0.01, "Walden"))(t) // wakes the loop
+		return p.a.lib.CollectionStats().Rounds >= from+2
+	})
 }
 
 // search is a plain GET form.

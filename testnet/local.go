@@ -49,6 +49,7 @@ func (n *Node) startLocal() error {
 		Peers:       peers,
 		NoMDNS:      true,
 		ClockOffset: offset,
+		KeepDeleted: -1, // as --keep-deleted 0 (node.go)
 		Logger:      slog.New(slog.NewTextHandler(lw, &slog.HandlerOptions{Level: lvl})),
 	})
 	if err != nil {

@@ -179,7 +179,10 @@ func (n *Node) launch() error {
 	offset, own := n.offset, n.args
 	n.mu.Unlock()
 	argv := []string{"ip", "netns", "exec", n.ns, n.net.bin, "daemon", "--data", n.dir, "--name", n.name,
-		"--log-level", n.net.cfg.logLevel}
+		"--log-level", n.net.cfg.logLevel,
+		// No undo window: the scenarios (Collect, the oracles' Uncollected)
+		// see a delete collected once every node holds it.
+		"--keep-deleted", "0"}
 	argv = append(argv, n.net.cfg.args...)
 	argv = append(argv, own...)
 	env := os.Environ()

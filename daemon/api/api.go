@@ -20,6 +20,12 @@ type Book struct {
 	// DeletedStamp is the hybrid-clock stamp of the winning delete (see
 	// Position.Stamp); null while the book was never deleted.
 	DeletedStamp *string `json:"deletedStamp,omitempty"`
+	// KeptUntil, for a deleted book, is when its undo window on this
+	// device ends (its delete's time plus the daemon's --keep-deleted):
+	// until then it stays listed, readable and restorable; after it, it is
+	// removed once every member holds the delete. Absent otherwise, and
+	// when the daemon keeps no window.
+	KeptUntil *string `json:"keptUntil,omitempty"`
 	// Notice, in the answer to a write, says what the write did not do that
 	// an app might have expected (a read-time report on a deleted book
 	// leaves it deleted); absent otherwise. For people, not to parse.

@@ -81,6 +81,14 @@ func (c *Client) Delete(ctx context.Context, key string) (api.Book, error) {
 	return b, c.Do(ctx, "DELETE", BookPath(key, ""), nil, nil, &b)
 }
 
+// Restore brings the deleted book key back on every device, with the
+// position, title and read time it had; a book on the shelf is returned as
+// it is.
+func (c *Client) Restore(ctx context.Context, key string) (api.Book, error) {
+	var b api.Book
+	return b, c.Do(ctx, "POST", BookPath(key, "/restore"), nil, nil, &b)
+}
+
 // Daily returns this device's reading time per day for the last days days.
 func (c *Client) Daily(ctx context.Context, days int) (api.Daily, error) {
 	var d api.Daily

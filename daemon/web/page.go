@@ -64,6 +64,9 @@ type bookRow struct {
 	Read, Here string
 	DeletedBy  string
 	DeletedAt  when
+	// KeptUntil is when the undo window of a deleted book ends (Abs empty
+	// when the daemon keeps none): until then it can be brought back.
+	KeptUntil when
 	// Koreader is KOReader's progress in this book, from linked documents.
 	Koreader []koRow
 }
@@ -253,6 +256,9 @@ func row(b api.Book, now time.Time) bookRow {
 	if b.Deleted {
 		r.DeletedBy = cmp.Or(deref(b.DeletedByName), deref(b.DeletedBy))
 		r.DeletedAt = whenOf(b.DeletedAt, now)
+		if b.KeptUntil != nil {
+			r.KeptUntil = whenOf(b.KeptUntil, now)
+		}
 	}
 	return r
 }
