@@ -155,7 +155,13 @@ func bookTitle(b api.Book) string {
 		t = string(r[:39]) + "…"
 	}
 	if b.Deleted {
-		t += " [deleted]"
+		t += " [deleted"
+		if b.KeptUntil != nil {
+			if u, err := time.Parse(time.RFC3339, *b.KeptUntil); err == nil {
+				t += ", restorable until " + u.Local().Format(time.DateOnly)
+			}
+		}
+		t += "]"
 	}
 	return t
 }

@@ -142,6 +142,8 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"join"}, "join takes exactly one invite code"},
 		{[]string{"books", "--frobnicate"}, "flag provided but not defined"},
 		{[]string{"daemon", "--log-format", "xml"}, "--log-format"},
+		{[]string{"daemon", "--keep-deleted", "-1h"}, "--keep-deleted -1h0m0s must not be negative"},
+		{[]string{"restore"}, "restore takes one KEY"},
 	}
 	for _, tt := range tests {
 		res := runCLI(t, nil, tt.args...)

@@ -63,6 +63,7 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	kosyncReg := fs.Bool("kosync-registration", false, "let anyone who reaches --kosync create accounts (default: only danyue kosync adduser does)")
 	kosyncPrefix := fs.String("kosync-prefix", "", "serve the progress sync under this URL `PATH` (/kosync), e.g. behind a reverse proxy")
 	pairListen := fs.String("pair-listen", "", "listen for short-code pairing (only while a code from danyue invite is open) on this `ADDRESS` (default every interface, a port the system picks)")
+	keep := durationFlag(fs, "keep-deleted", daemon.DefaultKeepDeleted, "keep a deleted book this `DURATION` after its delete, listed and restorable with danyue restore (0: remove it once every device has the delete)")
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	pos, err := parseArgs(fs, args)
@@ -88,6 +89,14 @@ func runDaemon(ctx context.Context, e *env, args []string) error {
 	cfg.ClockOffset, cfg.Logger = offset, logger
 	cfg.Kosync, cfg.KosyncRegistration, cfg.KosyncPrefix = *kosyncAddr, *kosyncReg, *kosyncPrefix
 	cfg.PairListen = *pairListen
+	switch {
+	case *keep < 0:
+		return &usageError{msg: fmt.Sprintf("--keep-deleted %v must not be negative", *keep), hint: "danyue daemon --keep-deleted 720h"}
+	case *keep == 0:
+		cfg.KeepDeleted = -1 // the library's word for none
+	default:
+		cfg.KeepDeleted = *keep
+	}
 	defer setDaemonProcess(e)()
 	d, err := daemon.Start(ctx, cfg)
 	if err != nil {

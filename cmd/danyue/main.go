@@ -45,6 +45,7 @@ func commands() []command {
 		forgetCommand(),
 		leaveCommand(),
 		booksCommand(),
+		restoreCommand(),
 		inviteCommand(),
 		openCommand(),
 		joinCommand(),
