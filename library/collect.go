@@ -128,6 +128,10 @@ func (l *Library) collectLoop() {
 	}
 }
 
+// KeepDeleted returns the undo window (Config.KeepDeleted): a deleted book
+// is kept at least that long after its delete; negative when none is kept.
+func (l *Library) KeepDeleted() time.Duration { return l.cfg.KeepDeleted }
+
 // timerC is t's channel, or nil (never ready) without a timer.
 func timerC(t *time.Timer) <-chan time.Time {
 	if t == nil {

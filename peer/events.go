@@ -42,6 +42,9 @@ type PeerInfo struct {
 	// LastError is the last reason a dial or sync stream to it failed, empty
 	// once it works again.
 	LastError string
+	// Pulling is how the current round of pulling from it goes, while it
+	// has records to come (togo.go); zero otherwise.
+	Pulling SyncProgress
 }
 
 // EventKind says what happened to a peer.

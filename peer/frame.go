@@ -117,6 +117,10 @@ type wireBatch struct {
 	// nothing newer in the sender's store: the receiver now includes all
 	// of the sender's state as of Seq (fanout.go).
 	Whole bool `cbor:"5,keyasint,omitempty"`
+	// Left, optional, is how many records the sender has still to send
+	// after this batch in its current catch-up, as it counted them at its
+	// start (togo.go); absent when it did not count, and from older builds.
+	Left uint64 `cbor:"6,keyasint,omitempty"`
 }
 
 // wireAck is sent by the puller after it has applied a batch: everything

@@ -74,6 +74,7 @@ type peerState struct {
 	acked       uint64 // our sequence number it has merged up to
 	dialsActive int    // dials to it under way
 	round       syncRound
+	toGo        uint64 // records still to come from it (togo.go)
 
 	echo echoSet
 }
@@ -236,6 +237,7 @@ func (n *Node) info(st *peerState) PeerInfo {
 		RecordsOut:  st.recordsOut,
 		LastError:   st.lastErr,
 	}
+	pi.Pulling = n.progressLocked(st)
 	if st.theyPull {
 		last, _ := n.store.Watch()
 		pi.Delivered = st.acked >= last

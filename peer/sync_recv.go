@@ -314,6 +314,7 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 	n.kn.noteCursor(st.device, mark{theirs.Epoch, from})
 	n.mu.Lock()
 	st.merged = from
+	st.toGo = theirs.Last - from // until the first batch says better (togo.go)
 	n.noteSyncLocked(st)
 	n.progressedLocked()
 	n.mu.Unlock()
@@ -404,6 +405,7 @@ func (p *puller) receive(ctx context.Context) error {
 	n.mu.Lock()
 	st.merged, st.remoteLast, st.lastSeen = p.cursor, b.Last, n.now()
 	st.recordsIn += uint64(len(entries))
+	noteToGoLocked(st, b)
 	n.noteSyncLocked(st)
 	n.progressedLocked()
 	n.mu.Unlock()

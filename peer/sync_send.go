@@ -252,6 +252,7 @@ type sender struct {
 	lastBatch time.Time   // when the last batch was sent
 	hold      relayHold   // relays held back (hold.go)
 	caught    caughtState // what the last Caught frame said (caught.go)
+	toGo      toGo        // records left to send in this catch-up (togo.go)
 }
 
 // run sends everything after cursor, and then each change as the store
@@ -299,6 +300,7 @@ func (snd *sender) run(ctx context.Context, cursor uint64) error {
 // before them, with snd.hold.held set.
 func (snd *sender) catchUp(ctx context.Context, cursor, last uint64) (uint64, error) {
 	holding := snd.hold.begin(cursor, last)
+	snd.toGo.count(ctx, snd.n, cursor, last)
 	for {
 		// Wait before reading the store, so that nothing is read ahead of
 		// what the puller can take either.
@@ -344,7 +346,9 @@ func (snd *sender) sendBatch(cursor, seq, last uint64, p *passResult, whole bool
 		whole = now == seq && n.store.Epoch() == snd.epoch
 	}
 	snd.out.Reset()
-	if err := appendFrame(&snd.out, &wireFrame{Batch: newBatch(cursor, seq, max(seq, last), p.records, p.gaps, whole)}); err != nil {
+	b := newBatch(cursor, seq, max(seq, last), p.records, p.gaps, whole)
+	b.Left = snd.toGo.sent(len(p.records))
+	if err := appendFrame(&snd.out, &wireFrame{Batch: b}); err != nil {
 		return err
 	}
 	// Counted as sent before it is written: the puller may apply it and
