@@ -96,6 +96,7 @@ func (d *Daemon) peers() []api.Peer {
 		if p.RemoteLast > p.Merged {
 			pj.Behind = p.RemoteLast - p.Merged
 		}
+		pj.Pulling = syncProgress(p.Pulling.ToGo, p.Pulling.In, p.Pulling.Started, d.now())
 		if !p.LastSeen.IsZero() {
 			s := p.LastSeen.UTC().Format(time.RFC3339)
 			pj.LastSeen = &s

@@ -54,6 +54,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		if err := printPeers(e, st.Peers); err != nil {
 			return err
 		}
+		printPulling(e, st.Peers)
 	}
 	// The writers whose changes arrived stamped ahead of this clock, which
 	// may be devices that are not peers of this one at all.

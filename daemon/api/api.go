@@ -192,6 +192,25 @@ type Peer struct {
 	// Behind is how many of that device's changes this one has still to
 	// merge, as far as it last said (0 when caught up or never told).
 	Behind uint64 `json:"behind"`
+	// Pulling is how a long sync from it goes (a first one, or after a
+	// long time apart) while records are still to come; absent otherwise.
+	Pulling *SyncProgress `json:"pulling,omitempty"`
+}
+
+// SyncProgress is how a sync from a peer goes while it has records to come.
+type SyncProgress struct {
+	// RecordsToGo is how many records are still to come, as the peer
+	// counted them (from an older build, its changes to go: an upper
+	// bound).
+	RecordsToGo uint64 `json:"recordsToGo"`
+	// RecordsIn is how many came since the sync started (Since).
+	RecordsIn uint64 `json:"recordsIn"`
+	Since     string `json:"since"` // RFC 3339, UTC
+	// RecordsPerSecond is the rate so far, and SecondsLeft the time left
+	// at that rate; both absent until a second has passed and a record
+	// has come.
+	RecordsPerSecond float64  `json:"recordsPerSecond,omitempty"`
+	SecondsLeft      *float64 `json:"secondsLeft,omitempty"`
 }
 
 // Peers is the answer of GET /v1/peers.

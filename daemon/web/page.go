@@ -55,6 +55,9 @@ type peerRow struct {
 	ClockWarning string
 	// Never: a member this device has no record of having met.
 	Never bool
+	// Pulling says how a long sync from it goes (pullingText); empty
+	// when none runs.
+	Pulling string
 }
 
 type bookRow struct {
@@ -382,6 +385,19 @@ func makeChart(d api.Daily) chart {
 	return c
 }
 
+// pullingText says how a sync from a peer goes, for people; "" for none.
+func pullingText(s *api.SyncProgress) string {
+	if s == nil {
+		return ""
+	}
+	out := fmt.Sprintf("syncing: %d records to go, %d in", s.RecordsToGo, s.RecordsIn)
+	if s.SecondsLeft == nil {
+		return out
+	}
+	left := (time.Duration(*s.SecondsLeft) * time.Second).Round(time.Second)
+	return out + fmt.Sprintf(" · %.0f records/s · about %v left", s.RecordsPerSecond, left)
+}
+
 // peerRows are the other devices: those the network knows of, then the
 // members it has not met since it started (never connected, or not since
 // a restart or a new library secret), which the member list knows of.
@@ -394,7 +410,7 @@ func peerRows(peers []api.Peer, members []api.Member, now time.Time) []peerRow {
 			Name: cmp.Or(p.Name, "(unnamed)"), Device: p.Device,
 			Connected: p.Connected, InSync: p.InSync, Behind: p.Behind,
 			LastSeen: whenOf(p.LastSeen, now), Clock: offsetText(p.ClockOffsetMs),
-			ClockWarning: p.ClockWarning,
+			ClockWarning: p.ClockWarning, Pulling: pullingText(p.Pulling),
 		})
 	}
 	for _, m := range members {

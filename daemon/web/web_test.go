@@ -24,13 +24,14 @@ type fakeBackend struct {
 }
 
 func (f *fakeBackend) Status(context.Context) (api.Status, error) {
-	seen := "2026-12-01T10:00:00Z"
+	seen, secondsLeft := "2026-12-01T10:00:00Z", 95.0
 	return api.Status{
 		Device:  api.Device{ID: "00000000000000aa", Name: "书房"},
 		Library: api.Library{ID: "lib"},
 		Peers: []api.Peer{
 			{Device: "00000000000000bb", Name: "phone", Connected: true, InSync: true, LastSeen: &seen, ClockOffsetMs: -1500},
-			{Device: "00000000000000cc", Name: "tablet", Connected: true, Behind: 12, LastSeen: &seen},
+			{Device: "00000000000000cc", Name: "tablet", Connected: true, Behind: 12, LastSeen: &seen,
+				Pulling: &api.SyncProgress{RecordsToGo: 28500, RecordsIn: 3000, RecordsPerSecond: 300, SecondsLeft: &secondsLeft}},
 		},
 	}, nil
 }
@@ -91,11 +92,11 @@ func pos(pct float64, at string) *api.Position {
 
 func testServer(t *testing.T) (*Server, *fakeBackend, *time.Time) {
 	t.Helper()
-	gone, by := "2026-12-01T09:00:00Z", "phone"
+	gone, by, kept := "2026-12-01T09:00:00Z", "phone", "2026-12-31T09:00:00Z"
 	f := &fakeBackend{changes: make(chan struct{}, 1), books: []api.Book{
 		{Key: "md5:old", Title: "围城", Position: pos(0.2, "2026-11-01T00:00:00Z")},
 		{Key: "md5:new", Title: "三体 <script>alert(1)</script>", Position: pos(0.5, "2026-11-30T00:00:00Z")},
-		{Key: "md5:gone", Title: "Gone", Position: pos(0.9, "2026-11-02T00:00:00Z"), Deleted: true, DeletedAt: &gone, DeletedByName: &by},
+		{Key: "md5:gone", Title: "Gone", Position: pos(0.9, "2026-11-02T00:00:00Z"), Deleted: true, DeletedAt: &gone, DeletedByName: &by, KeptUntil: &kept},
 	}}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s := New(Config{Backend: f, Now: func() time.Time { return now }})
@@ -345,6 +346,9 @@ func TestPageShowsLibraryEscaped(t *testing.T) {
 	if !strings.Contains(deleted, "Gone") || !strings.Contains(deleted, "deleted by phone") {
 		t.Error("the deleted book or who deleted it is missing")
 	}
+	if !strings.Contains(deleted, "can be brought back until <time>2026-12-31") {
+		t.Error("the end of the deleted book's undo window is missing")
+	}
 	// KOReader's progress under the linked book; the unlinked document by
 	// its id, apart.
 	_, old, _ := strings.Cut(body, `data-key="md5:old"`)
@@ -356,7 +360,7 @@ func TestPageShowsLibraryEscaped(t *testing.T) {
 	if !strings.Contains(others, "ffff0000ffff0000ffff0000ffff0000") || strings.Contains(others, "Kobo Libra 2") {
 		t.Errorf("other KOReader documents: %q", others)
 	}
-	for _, want := range []string{"phone", "connected", "in sync", "1.5s behind", "catching up: 12 changes to fetch", `<meta name="viewport"`, `<rect x=`} {
+	for _, want := range []string{"phone", "connected", "in sync", "1.5s behind", "catching up: 12 changes to fetch", "syncing: 28500 records to go, 3000 in · 300 records/s · about 1m35s left", `<meta name="viewport"`, `<rect x=`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
 		}
