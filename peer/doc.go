@@ -68,7 +68,7 @@
 //	1 Hello  {1 library id, 2 device id, 3 name, 4 store epoch,
 //	          5 last sequence number, 6 wall clock ms, 7 want epoch,
 //	          8 want seq, 9 from, 10 capabilities, 11 ticket}
-//	2 Batch  {1 seq, 2 last, 3 [encoded records], 4 [gaps], 5 whole}
+//	2 Batch  {1 seq, 2 last, 3 [encoded records], 4 [gaps], 5 whole, 6 left}
 //	3 Error  {0 code, 3 message}
 //	4 Ack    {1 seq}
 //	5 Start  {0 epoch, 1 seq, 2 [[device, epoch, seq]]}
@@ -116,7 +116,11 @@
 // last when that is its seq, and its gaps (each record's sequence number,
 // as the gap from the one before) when its records have the last sequence
 // numbers up to its seq, as a pushed change has; a puller refuses a batch
-// that says its last anyway. Caught up, the sender waits on the store and
+// that says its last anyway. Left, optional, is how many records the
+// sender has still to send after the batch in a catch-up of more than two
+// batches, counted at its start (togo.go): what the puller shows a person
+// as records to go (PeerInfo.Pulling), taking its sequence numbers to go,
+// an upper bound, from a sender that does not say. Caught up, the sender waits on the store and
 // sends each new change as it commits: a position set on one device is
 // applied on another within milliseconds. The puller decodes and validates
 // every record of a batch (crdt.Decode) before applying any, and applies
