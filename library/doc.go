@@ -26,7 +26,8 @@
 //     pairing (pairing.go, the inviter; pairing_join.go, the joiner) and
 //     SyncOnce (synconce.go).
 //   - Tombstone collection (collect.go, summaries.go): summaries gossiped
-//     among members, and purging what every current member holds.
+//     among members, and purging what every current member holds once
+//     its undo window (Config.KeepDeleted) has passed.
 //   - Clock warnings (clockwarn.go) and device names (names.go).
 //
 // # Who is a member
@@ -98,8 +99,10 @@
 // A rogue member (a current member whose owner, or thief, means harm):
 //   - can do what a member can until it is forgotten: add devices, forget
 //     others, write bad positions, titles and deletes (a delete is undone by
-//     a later write, and a deleted book is kept for the undo window), and
-//     hand out the secret;
+//     a later write, and a deleted book is kept for the undo window, which
+//     runs from the delete's stamp: one it backdates has a window that has
+//     passed, and is collected once every member holds it), and hand out
+//     the secret;
 //   - cannot make the others collect a tombstone early, or hold collection
 //     back, by what it says of another member: a member's summary counts
 //     when the member sends it, or relayed with its device key's
