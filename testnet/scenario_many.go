@@ -52,7 +52,7 @@ func ManyDevices(t TB, p Params, r *Report) {
 		len(nodes), float64(during.BytesSent)/float64(p.Writes), float64(during.RecordsSent)/float64(p.Writes),
 		settleAfterWrites, float64(moved.BytesSent-during.BytesSent)/float64(p.Writes),
 		float64(moved.BytesSent-during.BytesSent)/float64(streamsOfMesh))
-	p.checkTime(t, "p99 propagation", p99, TargetPropagation, 2*time.Second)
+	p.checkTime(t, "p99 propagation", p99, TargetPropagation, 10*time.Second)
 	// Each change crosses the wire once per receiving device on a settled
 	// mesh; relays no longer held back would send it on from every
 	// receiver, (devices-1)^2 times. The bound sits between the two, far
