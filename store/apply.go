@@ -56,6 +56,9 @@ type Batch struct {
 	// delivered, set by MarkDelivered alone (delivered.go), raises
 	// delivered marks.
 	delivered *deliveredReq
+	// known, set by SaveKnown alone (known.go), replaces the saved
+	// address book.
+	known []byte
 }
 
 // Result says what a batch changed.

@@ -11,7 +11,8 @@ import (
 //
 //	'm' name        meta: "schema" (uint32), "epoch" (uint64), "hw" (timestamp),
 //	                "count" + kind: the number of records of the kind (uint64),
-//	                "delivered" [+ device]: delivered marks (uint64, delivered.go)
+//	                "delivered" [+ device]: delivered marks (uint64, delivered.go),
+//	                "known": the saved address book (JSON, known.go)
 //	'r' id          the record's current sequence number (uint64); id is Entry.AppendID
 //	's' seq         the record's encoding (crdt Entry.Encode), seq big-endian uint64
 //	'c' device      peer cursor: epoch, seq (2 x uint64)

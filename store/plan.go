@@ -73,6 +73,10 @@ func (g *group) plan(b *Batch) (*plan, error) {
 		p.writes = append(p.writes, write{key: keySummaries, val: b.summaries})
 		return p, nil
 	}
+	if b.known != nil {
+		p.writes = append(p.writes, write{key: keyKnown, val: b.known})
+		return p, nil
+	}
 	p.slab = make([]rec, 0, max(1, len(b.Entries)))
 	if err := s.checkExtras(b); err != nil {
 		return nil, err
