@@ -69,6 +69,9 @@ type wireFrame struct {
 	Caught *wireCaught `cbor:"6,keyasint,omitempty"`
 	Have   *wireHave   `cbor:"8,keyasint,omitempty"`
 	Ask    wireAsk     `cbor:"9,keyasint,omitempty"`
+	// Addrs is sent only to a puller whose hello has capAddrs
+	// (addrbook.go).
+	Addrs []wireKnown `cbor:"10,keyasint,omitempty"`
 }
 
 // wireHello opens a stream in both directions.
@@ -94,6 +97,9 @@ type wireHello struct {
 	// in its hello to the device whose long invite code it joined by: the
 	// code's one-time ticket, which that device redeems (Config.Redeem).
 	Ticket []byte `cbor:"11,keyasint,omitempty"`
+	// Addrs is how to reach its sender and the other members it knows of,
+	// the sender first (addrbook.go); a build without it skips it.
+	Addrs []wireKnown `cbor:"12,keyasint,omitempty"`
 }
 
 // wireBatch carries the sender's records with sequence numbers in (the
@@ -352,7 +358,7 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("decode frame: %w", err)
 	}
 	n := 0
-	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Have != nil, f.Ask != nil} {
+	for _, set := range []bool{f.Hello != nil, f.Batch != nil, f.Error != nil, f.Ack != nil, f.Start != nil, f.Caught != nil, f.Have != nil, f.Ask != nil, f.Addrs != nil} {
 		if set {
 			n++
 		}

@@ -25,7 +25,7 @@ const ProtocolID protocol.ID = "/danyue/sync/1.0.0"
 // ability added to the protocol after it was first released. A device uses
 // an ability with a peer only when the peer's hello has its bit; bits it
 // does not know are ignored.
-const ourCaps = capSignedSummaries
+const ourCaps = capSignedSummaries | capAddrs
 
 // capSignedSummaries: the device reads summaries that carry their
 // device's signature (crdt.Summary.Sig; an older build refuses a message
@@ -78,9 +78,10 @@ type hello struct {
 	Wall      time.Time
 	WantEpoch uint64 // puller only: the epoch and cursor it wants to resume from
 	WantSeq   uint64
-	From      uint64 // sender only: where its batches start
-	Caps      uint64 // the capability bits of its sender
-	Ticket    []byte // puller only, to its inviter: an invite's ticket
+	From      uint64      // sender only: where its batches start
+	Caps      uint64      // the capability bits of its sender
+	Ticket    []byte      // puller only, to its inviter: an invite's ticket
+	Known     []wireKnown // how to reach its sender and other members, checked by learnFrom
 }
 
 func (h *hello) wire() *wireHello {
@@ -96,6 +97,7 @@ func (h *hello) wire() *wireHello {
 		From:      h.From,
 		Caps:      h.Caps,
 		Ticket:    h.Ticket,
+		Addrs:     h.Known,
 	}
 }
 
@@ -140,6 +142,7 @@ func readHello(body []byte, lib Library, remote lpeer.ID) (hello, error) {
 		From:      w.From,
 		Caps:      w.Caps,
 		Ticket:    w.Ticket,
+		Known:     w.Addrs,
 	}
 	copy(h.Library[:], w.Library)
 	return h, nil

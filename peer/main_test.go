@@ -109,6 +109,9 @@ func (d *device) start(t testing.TB, lib Library, peers []ma.Multiaddr, opts ...
 	cfg := Config{
 		Identity: d.key, Library: lib, Name: d.name, Store: d.store,
 		Listen: loopback, Peers: peers, Logger: testLogger(t, d.name),
+		// The tests build their topologies; those of the address book
+		// turn it on (withBook).
+		noBook: true,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -176,3 +179,6 @@ func mergedAll(n *Node, d *device) bool {
 	}
 	return false
 }
+
+// withBook turns the address book on (addrbook.go).
+func withBook(c *Config) { c.noBook = false }

@@ -55,8 +55,14 @@ func (n *Node) admitPuller(ctx context.Context, remote lpeer.ID, h hello) error 
 
 // Admitted tells the node that device d is a member now: a connection to
 // it that was given nothing starts what a member's carries (our pull, the
-// offer of a secret, summaries).
+// offer of a secret, summaries), and a device the address book knows is
+// dialled there.
 func (n *Node) Admitted(d crdt.DeviceID) {
+	for _, k := range n.book.list() {
+		if DeviceIDOf(k.Peer) == d {
+			n.meet(k)
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, st := range n.peers {

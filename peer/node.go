@@ -93,6 +93,15 @@ type Config struct {
 	// OnSummaries, if set, is called with every list of summaries a peer
 	// sends; it must not block for long.
 	OnSummaries func(from crdt.DeviceID, list []crdt.Summary)
+	// Known is the address book this device kept from its last run
+	// (addrbook.go): the members in it are dialled at start. OnKnown, if
+	// set, is called with the whole book, from one goroutine, after it
+	// changed; the daemon persists it.
+	Known   []Known
+	OnKnown func([]Known)
+	// Announce are addresses the user says members can reach this device
+	// on (a port forward, a DNS name), shared before those it listens on.
+	Announce []ma.Multiaddr
 	// OnResidues, if set, merges residues of collected books a peer hands
 	// over (residues.go), without moving any cursor.
 	OnResidues func(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error
@@ -101,6 +110,9 @@ type Config struct {
 	caughtEvery time.Duration
 	// deferWindow, if set, replaces deferWindow (tests).
 	deferWindow time.Duration
+	// noBook turns the address book off: nothing is shared, learnt or
+	// dialled from it, so that the topology a test builds stays as built.
+	noBook bool
 }
 
 // Node is one device's presence on the library's private network: a libp2p
@@ -149,6 +161,8 @@ type Node struct {
 	prov provenance
 	dir  directSet // the devices this device pulls from itself (fanout.go)
 	gate catchUpGate
+
+	book *addrBook // how to reach the members (addrbook.go)
 }
 
 // New starts a node: it listens, dials the static peers, and starts mDNS
@@ -193,6 +207,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		// Without mDNS there is no first round to wait for.
 		discovered: !cfg.MDNS,
 		eventsEnd:  make(chan struct{}),
+		book:       newAddrBook(cfg.Known),
 	}
 
 	// The node outlives the ctx of New only through Close.
@@ -208,6 +223,14 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
 	n.spawn(n.watchConnections)
 	n.spawn(n.markDelivered)
+	if cfg.OnKnown != nil {
+		n.spawn(n.saveKnown)
+	}
+	if addrSub, err := h.EventBus().Subscribe(new(event.EvtLocalAddressesUpdated)); err == nil {
+		n.spawn(func() { n.watchAddrs(addrSub) })
+	} else {
+		n.log.Warn("cannot follow this device's address changes; members are redialled with backoff only", "err", err)
+	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -215,6 +238,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.addStatic(info, false)
 	}
+	n.meetKnown()
 	if cfg.MDNS {
 		n.disc = n.startDiscovery()
 		if len(n.disc.ifaces) == 0 {
@@ -235,6 +259,9 @@ func (cfg *Config) check() ([]lpeer.AddrInfo, error) {
 		return nil, ErrNoLibrary
 	case len(cfg.Name) > crdt.MaxDeviceNameBytes:
 		return nil, fmt.Errorf("device name of %d bytes exceeds %d", len(cfg.Name), crdt.MaxDeviceNameBytes)
+	}
+	if err := checkAnnounce(cfg.Announce); err != nil {
+		return nil, err
 	}
 	static, err := lpeer.AddrInfosFromP2pAddrs(cfg.Peers...)
 	if err != nil {

@@ -216,6 +216,7 @@ func (p *puller) handshake(ctx context.Context) error {
 	mine := hello{
 		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor, Caps: ourCaps,
+		Known: n.shareKnown(),
 	}
 	if n.cfg.Ticket != nil {
 		mine.Ticket = n.cfg.Ticket(st.device)
@@ -241,6 +242,7 @@ func (p *puller) handshake(ctx context.Context) error {
 	}
 	p.s.SetDeadline(time.Time{})
 	n.noteCaps(st.id, theirs.Caps)
+	n.learnFrom(st.id, theirs.Known)
 	switch {
 	case theirs.Epoch != epoch && theirs.From != 0:
 		return protoErrorf("sender resumes a new epoch %d from %d", theirs.Epoch, theirs.From)
@@ -376,6 +378,10 @@ func (p *puller) receive(ctx context.Context) error {
 	}
 	if f.Ask != nil {
 		return p.answer(f.Ask)
+	}
+	if f.Addrs != nil {
+		n.learnFrom(st.id, f.Addrs)
+		return nil
 	}
 	b, err := p.batch(f)
 	if err != nil {

@@ -159,6 +159,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 		return nil, 0, true, err
 	}
 	n.noteCaps(remote, theirs.Caps)
+	n.learnFrom(remote, theirs.Known)
 	n.noteRegression(ctx, remote, theirs)
 	epoch := n.store.Epoch()
 	cursor = theirs.WantSeq
@@ -177,6 +178,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 	mine := hello{
 		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor, Caps: ourCaps,
+		Known: n.shareKnown(),
 	}
 	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
 		return nil, 0, false, err
@@ -259,6 +261,15 @@ type sender struct {
 // commits it, until the stream fails or ctx ends.
 func (snd *sender) run(ctx context.Context, cursor uint64) error {
 	n := snd.n
+	n.mu.Lock()
+	addrs := snd.st.caps&capAddrs != 0
+	n.mu.Unlock()
+	// The hello carried the book as it was: later addresses follow in
+	// Addrs frames, to a puller that reads them.
+	var book <-chan struct{}
+	if addrs {
+		book = n.book.watch()
+	}
 	for {
 		last, changed := n.store.Watch()
 		if n.store.Epoch() != snd.epoch {
@@ -288,6 +299,11 @@ func (snd *sender) run(ctx context.Context, cursor uint64) error {
 			snd.hold.wake()
 		case <-snd.fo.wake:
 			snd.hold.wake()
+		case <-book:
+			book = n.book.watch()
+			if err := snd.sendAddrs(); err != nil {
+				return err
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
