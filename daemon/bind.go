@@ -15,8 +15,8 @@ import (
 // use, --http on a non-loopback address) is refused while the data dir is
 // still as it was, and the log has not yet said "created a new store".
 type early struct {
-	http, kosync  net.Listener // nil when not asked for
-	listen, peers []multiaddr.Multiaddr
+	http, kosync            net.Listener // nil when not asked for
+	listen, peers, announce []multiaddr.Multiaddr
 }
 
 func bindEarly(cfg Config) (early, error) {
@@ -27,6 +27,9 @@ func bindEarly(cfg Config) (early, error) {
 	}
 	if e.peers, err = parseAddrs(cfg.Peers); err != nil {
 		return e, fmt.Errorf("--peer: %w", err)
+	}
+	if e.announce, err = parseAddrs(cfg.Announce); err != nil {
+		return e, fmt.Errorf("--announce: %w", err)
 	}
 	if cfg.Kosync != "" {
 		if _, err := kosync.CleanPrefix(cfg.KosyncPrefix); err != nil {

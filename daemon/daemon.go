@@ -43,6 +43,9 @@ type Config struct {
 	// Peers are static peers (multiaddrs with /p2p/ID), for networks where
 	// multicast is blocked.
 	Peers []string
+	// Announce are addresses (multiaddrs without /p2p) members may dial
+	// this device on from anywhere, shared with them: --announce.
+	Announce []string
 	// NoMDNS turns LAN discovery off.
 	NoMDNS bool
 	// Kosync is the address of the KOReader progress-sync listener
@@ -204,6 +207,7 @@ func (d *Daemon) libraryConfig() library.Config {
 		Name:         d.cfg.Name,
 		Listen:       d.early.listen,
 		Peers:        d.early.peers,
+		Announce:     d.early.announce,
 		MDNS:         !d.cfg.NoMDNS,
 		PairListen:   d.cfg.PairListen,
 		PairValidity: d.cfg.pairValidity,

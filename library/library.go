@@ -35,6 +35,10 @@ type Config struct {
 	// Peers are static peers (multiaddrs with /p2p/ID), for networks where
 	// multicast is blocked.
 	Peers []multiaddr.Multiaddr
+	// Announce are addresses members may dial this device on from
+	// anywhere (a port forward, a DNS name), shared with the members
+	// before the addresses it listens on.
+	Announce []multiaddr.Multiaddr
 	// MDNS turns LAN discovery on, for the peer network and for pairing.
 	MDNS bool
 	// PairListen is the TCP address of the short-code pairing rendezvous,

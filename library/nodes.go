@@ -46,7 +46,15 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 	if listen == nil {
 		listen = l.cfg.Listen
 	}
-	node, err := peer.New(ctx, peer.Config{
+	known, port := l.loadKnown(ctx)
+	// Members remember this device's addresses, port included: listening
+	// on the port of the last run is what lets them find it after a
+	// restart. Taken meanwhile, another is chosen.
+	pinned := listen == nil && port != 0
+	if pinned {
+		listen = portListen(port)
+	}
+	cfg := peer.Config{
 		Identity:    l.identity,
 		Library:     peerLibrary(lib),
 		Name:        l.Name(),
@@ -66,7 +74,16 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 		Summaries:   l.summaries,
 		OnSummaries: l.onSummaries,
 		OnResidues:  l.onResidues,
-	})
+		Known:       known,
+		OnKnown:     l.saveKnown,
+		Announce:    l.cfg.Announce,
+	}
+	node, err := peer.New(ctx, cfg)
+	if err != nil && pinned {
+		l.log.Info("the port of the last run is taken; listening on another", "port", port, "err", err)
+		cfg.Listen = nil
+		node, err = peer.New(ctx, cfg)
+	}
 	if err != nil {
 		return fmt.Errorf("start peer network: %w", err)
 	}

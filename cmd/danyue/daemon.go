@@ -16,7 +16,7 @@ import (
 func daemonCommand() command {
 	return command{
 		name:    "daemon",
-		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]... [--kosync ADDRESS [--kosync-registration] [--kosync-prefix PATH]]",
+		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]... [--announce MULTIADDR]... [--kosync ADDRESS [--kosync-registration] [--kosync-prefix PATH]]",
 		summary: "Run the sync daemon of this device in the foreground (until SIGINT or SIGTERM).",
 		run:     runDaemon,
 	}
@@ -31,22 +31,23 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 // nodeFlags are the flags of the commands that run this device's daemon:
 // who it is and how it finds its peers.
 type nodeFlags struct {
-	name          *string
-	listen, peers listFlag
-	noMDNS        *bool
+	name                    *string
+	listen, peers, announce listFlag
+	noMDNS                  *bool
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
 	nf := &nodeFlags{name: fs.String("name", "", "this device's `NAME` as other devices show it; it sticks across restarts (default: the name it has, the hostname for a new device)")}
 	fs.Var(&nf.listen, "listen", "libp2p listen `MULTIADDR`, repeatable (default /ip4/0.0.0.0/tcp/0 and /ip6/::/tcp/0)")
 	fs.Var(&nf.peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
+	fs.Var(&nf.announce, "announce", "an address `MULTIADDR` members may dial this device on from anywhere (a port forward, a DNS name, e.g. /dns4/home.example.net/tcp/4001), repeatable; shared with the members")
 	nf.noMDNS = fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
 	return nf
 }
 
 // config is the daemon config of data dir data with these flags.
 func (nf *nodeFlags) config(data string) daemon.Config {
-	return daemon.Config{DataDir: data, Name: *nf.name, Listen: nf.listen, Peers: nf.peers, NoMDNS: *nf.noMDNS}
+	return daemon.Config{DataDir: data, Name: *nf.name, Listen: nf.listen, Peers: nf.peers, Announce: nf.announce, NoMDNS: *nf.noMDNS}
 }
 
 // socketHelp describes --socket, the API's local endpoint.

@@ -66,12 +66,14 @@ func TestCLISyncOnce(t *testing.T) {
 		t.Errorf("sync --once moved more than the one change: %q", res.stdout)
 	}
 
-	// No peer to reach: it waits out its timeout, which must leave a
-	// loaded machine time to start the daemon first, or the answer is
-	// that the start was cut short.
-	res = runCLI(t, nil, append(once, "--timeout", "5s")...)
-	if res.code != 1 || !strings.Contains(res.stdout, "no peer reachable") {
-		t.Errorf("sync --once alone: exit %d, stdout %q, stderr %q; want 1 and no peer reachable", res.code, res.stdout, res.stderr)
+	// Issue 49: with no --peer and no mDNS, it dials the addresses B
+	// remembers of A, as the daemon does at start.
+	if _, err := ca.SetPosition(context.Background(), key, 900, 0.45, ""); err != nil {
+		t.Fatal(err)
+	}
+	res = runCLI(t, nil, append(once, "--timeout", "30s")...)
+	if res.code != 0 || !strings.Contains(res.stdout, "caught up with 1 of 1 peers") || !strings.Contains(res.stdout, "received 1 records") {
+		t.Errorf("sync --once with no --peer: exit %d, stdout %q, stderr %q; want A reached from the remembered addresses", res.code, res.stdout, res.stderr)
 	}
 	if res := runCLI(t, nil, "sync", "--data", b.data); res.code != 2 || !strings.Contains(res.stderr, "danyue daemon") {
 		t.Errorf("sync without --once: exit %d, stderr %q", res.code, res.stderr)
