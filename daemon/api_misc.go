@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/kosync"
 	"github.com/danyue/danyue/library"
@@ -79,6 +81,7 @@ func (d *Daemon) handlePeers(w http.ResponseWriter, r *http.Request) error {
 
 func (d *Daemon) peers() []api.Peer {
 	out := []api.Peer{}
+	met := make(map[crdt.DeviceID]bool)
 	for _, p := range d.lib.Peers() {
 		name := p.Name // from its hello, which a rename changes only at its next start
 		if m, ok := d.lib.Member(p.Device); ok && m.Name() != "" {
@@ -104,6 +107,10 @@ func (d *Daemon) peers() []api.Peer {
 		for _, a := range p.Addrs {
 			pj.Addresses = append(pj.Addresses, a.String())
 		}
+		pj.State = peerState(p.Connected, pj.LastSeen != nil || len(pj.Addresses) > 0)
+		if !p.Connected {
+			pj.LastError = shortDialError(p.LastError)
+		}
 		if off := p.ClockOffset.Abs(); p.ClockKnown && off > library.ClockWarnAfter {
 			dir := "ahead of"
 			if p.ClockOffset < 0 {
@@ -111,6 +118,17 @@ func (d *Daemon) peers() []api.Peer {
 			}
 			pj.ClockWarning = fmt.Sprintf("%s's clock is %s %s this device's", name, off.Round(time.Second), dir)
 		}
+		out = append(out, pj)
+		met[p.Device] = true
+	}
+	// The members the peer network has no address of: never met, or met
+	// only by an earlier node of this daemon (d.seen).
+	for _, m := range d.lib.Members() {
+		if m.ID == d.lib.Self() || met[m.ID] || !d.lib.Standing(m.ID).Member {
+			continue
+		}
+		pj := api.Peer{Device: m.ID.String(), Name: d.lib.MemberName(&m), Addresses: []string{}, LastSeen: d.seen.get(m.ID)}
+		pj.State = peerState(false, pj.LastSeen != nil)
 		out = append(out, pj)
 	}
 	return out
@@ -211,4 +229,39 @@ func handleOpenAPI(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/json")
 	_, err := w.Write(openapiJSON)
 	return err
+}
+
+// peerState is api.Peer.State.
+func peerState(connected, known bool) string {
+	switch {
+	case connected:
+		return "connected"
+	case known:
+		return "unreachable"
+	}
+	return "never-met"
+}
+
+// shortDialError cuts a libp2p dial error, which lists every address tried
+// with its whole error chain, to what a person acts on.
+func shortDialError(s string) string {
+	for _, c := range []struct{ has, say string }{
+		{"connection refused", "connection refused (nothing listens there: the device is off, or danyue is not running)"},
+		{"no route to host", "no route to host"},
+		{"network is unreachable", "network unreachable"},
+		{"i/o timeout", "timed out"},
+		{"deadline exceeded", "timed out"},
+		{"no addresses", "no address known"},
+		{"no good addresses", "no address known"},
+		{"failed to negotiate security", "handshake failed (not this library's secret?)"},
+	} {
+		if strings.Contains(s, c.has) {
+			return c.say
+		}
+	}
+	const max = 120
+	if len(s) > max {
+		s = strings.ToValidUTF8(s[:max], "") + "…"
+	}
+	return s
 }

@@ -3,6 +3,10 @@ package daemon
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -261,4 +265,80 @@ func seedOlderStore(t *testing.T, dataDir string, key []byte, lib store.Library,
 	if _, err := st.Apply(ctx, store.Batch{Entries: records}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Issue 49: a device remembers where its members were. Restarted while the
+// other is down, it lists it as unreachable, with the addresses it learned
+// from it and kept in its store, when it was last seen and why the dial
+// failed; and meets it again, with no --peer and no mDNS, once it is back.
+func TestMemberAddressesOutliveARestart(t *testing.T) {
+	// Each listens on a port of its own that stays the same, as a default
+	// listen address (the port of the last run) does.
+	fixed := func(c *Config) { c.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", freePort(t))} }
+	a := startPairable(t, "laptop", fixed)
+	bDir := tempDir(t)
+	bPort := freePort(t)
+	bCfg := func(c *Config) {
+		c.DataDir = filepath.Join(bDir, "data")
+		c.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", bPort)}
+	}
+	b := startPairable(t, "phone", bCfg)
+	pairDevices(t, a, b)
+	bID := b.Device().String()
+	poll.Until(t, "each to list the other connected", 10*time.Second, func() bool {
+		pb, _ := member(t, a, bID)
+		return pb.Connected && pb.State == "connected"
+	})
+	var bAddrs []string
+	poll.Until(t, "the laptop to keep the phone's addresses", 10*time.Second, func() bool {
+		known, err := a.store.KnownAddrs(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range known {
+			if peer.DeviceIDOf(mustDo(lpeer.Decode(k.Peer))(t)).String() == bID {
+				bAddrs = k.Addrs
+			}
+		}
+		return len(bAddrs) > 0
+	})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	aCfg := a.cfg
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a = adopt(t, mustDo(Start(ctxT(t), aCfg))(t))
+	poll.Until(t, "the laptop to list the phone as unreachable, with why", 10*time.Second, func() bool {
+		for _, p := range mustDo(a.client.Peers(ctxT(t)))(t) {
+			if p.Device == bID {
+				return p.State == "unreachable" && !p.Connected && p.LastSeen != nil && p.LastError != "" &&
+					len(p.Addresses) > 0 && slices.Contains(bAddrs, p.Addresses[0])
+			}
+		}
+		return false
+	})
+	pb, _ := member(t, a, bID)
+	if pb.State != "unreachable" || len(pb.Addresses) == 0 || pb.LastError == "" {
+		t.Errorf("/v1/devices lists the phone as %+v, want unreachable with its addresses and the dial error", pb)
+	}
+	// The phone comes back on its data dir, with no --peer: the laptop
+	// (or the phone, from its own book) dials it.
+	b = startPairable(t, "phone", bCfg)
+	poll.Until(t, "the two to meet again", 20*time.Second, func() bool {
+		pb, _ := member(t, a, bID)
+		return pb.Connected
+	})
+}
+
+// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -85,8 +85,8 @@ func printDevices(e *env, list []api.Member) error {
 			state, seen, behind = "this device", "-", "-"
 		case !m.Member:
 			state = "not a member"
-		case m.Connected:
-			state = "connected"
+		default:
+			state = peerStateText(m.State, m.Connected)
 		}
 		if m.ClockOffsetMs != nil {
 			p.ClockOffsetMs = *m.ClockOffsetMs
@@ -111,6 +111,11 @@ func printDevices(e *env, list []api.Member) error {
 			fmt.Fprintf(e.stdout, "%s is not a member: %s\n", orDash(printable(m.Name)), printable(m.MemberNote))
 		}
 	}
+	var away []api.Peer
+	for _, m := range list {
+		away = append(away, api.Peer{Name: m.Name, State: m.State, Addresses: m.Addresses, LastError: m.LastError})
+	}
+	printUnreachable(e, away)
 	for _, m := range list {
 		if m.ClockWarning != "" {
 			fmt.Fprintf(e.stdout, "warning: %s\n", printable(m.ClockWarning))

@@ -29,7 +29,9 @@ func runPeers(ctx context.Context, e *env, args []string) error {
 		return printJSON(e.stdout, peers)
 	}
 	if len(peers) == 0 {
-		fmt.Fprintln(e.stdout, "No peers yet. Run `danyue invite` here and `danyue join CODE` on another device.")
+		// The daemon lists every member of the library (never met ones
+		// too), so this is a library of one.
+		fmt.Fprintln(e.stdout, "No other devices in this library yet. Run `danyue invite` here and `danyue join CODE` on another device.")
 		return nil
 	}
 	return printPeers(e, peers)

@@ -86,21 +86,53 @@ func printPeers(e *env, peers []api.Peer) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "NAME\tDEVICE\tSTATE\tLAST SEEN\tCLOCK")
 	for _, p := range peers {
-		state := "offline"
-		if p.Connected {
-			state = "connected"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(printable(p.Name)), p.Device, state, lastSeen(p), clockOffset(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(printable(p.Name)), p.Device, peerStateText(p.State, p.Connected), lastSeen(p), clockOffset(p))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printUnreachable(e, peers)
 	for _, p := range peers {
 		if p.ClockWarning != "" {
 			fmt.Fprintf(e.stdout, "warning: %s\n", printable(p.ClockWarning))
 		}
 	}
 	return nil
+}
+
+// peerStateText is api.Peer.State for a table.
+func peerStateText(state string, connected bool) string {
+	switch {
+	case connected:
+		return "connected"
+	case state == "never-met":
+		return "never met"
+	case state == "":
+		return "offline" // a daemon of an older build
+	}
+	return state
+}
+
+// printUnreachable says, under a table, where each unreachable device was
+// last and why the last dial failed.
+func printUnreachable(e *env, peers []api.Peer) {
+	for _, p := range peers {
+		if p.Connected || p.State != "unreachable" {
+			continue
+		}
+		line := orDash(printable(p.Name)) + " is unreachable"
+		if len(p.Addresses) > 0 {
+			addrs := p.Addresses
+			if len(addrs) > 3 {
+				addrs = append(addrs[:3:3], fmt.Sprintf("%d more", len(p.Addresses)-3))
+			}
+			line += " at " + printable(strings.Join(addrs, ", "))
+		}
+		if p.LastError != "" {
+			line += ": " + printable(p.LastError)
+		}
+		fmt.Fprintln(e.stdout, line)
+	}
 }
 
 func lastSeen(p api.Peer) string {

@@ -179,14 +179,21 @@ type Counts struct {
 
 // Peer is another device of the library that this device knows.
 type Peer struct {
-	Device        string   `json:"device"`
-	Name          string   `json:"name"`
-	PeerID        string   `json:"peerId"`
-	Connected     bool     `json:"connected"`
-	LastSeen      *string  `json:"lastSeen"`
-	Addresses     []string `json:"addresses"`
-	ClockOffsetMs int64    `json:"clockOffsetMs"`
-	ClockWarning  string   `json:"clockWarning,omitempty"`
+	Device    string `json:"device"`
+	Name      string `json:"name"`
+	PeerID    string `json:"peerId"`
+	Connected bool   `json:"connected"`
+	// State is connected; unreachable: met before or its addresses are
+	// known (Addresses: where it was last, or is dialled), but not
+	// connected now; or never-met: a member of the library this device
+	// has never reached and knows no address of.
+	State     string   `json:"state"`
+	LastSeen  *string  `json:"lastSeen"`
+	Addresses []string `json:"addresses"`
+	// LastError is why the last dial failed, shortly, while unreachable.
+	LastError     string `json:"lastError,omitempty"`
+	ClockOffsetMs int64  `json:"clockOffsetMs"`
+	ClockWarning  string `json:"clockWarning,omitempty"`
 	// InSync: connected, and each side has merged everything of the other.
 	InSync bool `json:"inSync"`
 	// Behind is how many of that device's changes this one has still to
