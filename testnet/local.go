@@ -32,7 +32,7 @@ func (n *Node) startLocal() error {
 	// stand in for mDNS, and a node that restarts finds the others again.
 	var peers []string
 	for _, o := range n.net.Nodes() {
-		if o != n {
+		if o != n && !n.net.cfg.noPeers {
 			o.mu.Lock()
 			peers = append(peers, o.addrs...)
 			o.mu.Unlock()

@@ -77,6 +77,10 @@ func restartRun(t TB, v restartVariant, n int) []time.Duration {
 	}
 	if v.fixedPort {
 		argsB = append(argsB, "--listen", fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", restartPortB))
+	} else {
+		// By default a daemon listens on the port of its last run again;
+		// this variant is about a device whose port changes.
+		argsB = append(argsB, "--listen", "/ip4/0.0.0.0/tcp/0")
 	}
 	a.SetArgs(argsA...)
 	b.SetArgs(argsB...)

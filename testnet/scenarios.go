@@ -101,6 +101,8 @@ var Scenarios = []Scenario{
 	{"forget-offline", ForgetOffline},
 	{"forget-rejoin", ForgetRejoin},
 	{"forget-rejoin-static", ForgetRejoinStatic},
+	{"chain-mesh", ChainMesh},
+	{"restart-meet", RestartMeet},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},
 	{"restore-writes", RestoreWrites},

@@ -44,6 +44,8 @@ func TestRestoreWrites(t *testing.T) { long(t); RestoreWrites(t, params(), nil) 
 
 func TestForgetRejoin(t *testing.T)       { ForgetRejoin(t, params(), nil) }
 func TestForgetRejoinStatic(t *testing.T) { ForgetRejoinStatic(t, params(), nil) }
+func TestChainMesh(t *testing.T)          { ChainMesh(t, params(), nil) }
+func TestRestartMeet(t *testing.T)        { RestartMeet(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {

@@ -35,6 +35,7 @@ type config struct {
 	logLevel string
 	args     []string
 	quiet    bool
+	noPeers  bool
 }
 
 // Option configures New and NewLocal.
@@ -62,6 +63,11 @@ func LogLevel(level string) Option { return func(c *config) { c.logLevel = level
 // DaemonArgs adds arguments to every `danyue daemon` command line (process
 // mode only).
 func DaemonArgs(args ...string) Option { return func(c *config) { c.args = append(c.args, args...) } }
+
+// NoStaticPeers starts in-process nodes (NewLocal) without the others as
+// static peers: a node finds another only from an invite code and from
+// what the members tell it, as devices on a network without multicast do.
+func NoStaticPeers() Option { return func(c *config) { c.noPeers = true } }
 
 // QuietLogs keeps the daemons' log lines in Node.Logs without copying each
 // to the test's log.
