@@ -28,8 +28,9 @@
 // node (Config.Restricted) on a superseded secret admits only the members
 // the daemon names and carries nothing but rekey offers.
 //
-// Static peers, peers given to Connect and every peer that has completed a
-// hello (a member) are kept connected: when a member is lost it is redialled
+// Static peers, peers given to Connect, the members the address book knows
+// (addrbook.go) and every peer that has completed a hello (a member) are
+// kept connected: when a member is lost it is redialled
 // every second for two minutes, then with the backoff above, so a healed
 // network or a device back from a short absence is found within a second or
 // two. When a member opens its pull on a newer connection than ours, it has
@@ -67,7 +68,8 @@
 //
 //	1 Hello  {1 library id, 2 device id, 3 name, 4 store epoch,
 //	          5 last sequence number, 6 wall clock ms, 7 want epoch,
-//	          8 want seq, 9 from, 10 capabilities, 11 ticket}
+//	          8 want seq, 9 from, 10 capabilities, 11 ticket,
+//	          12 [{0 peer id, 1 [address], 2 seen ms}]}
 //	2 Batch  {1 seq, 2 last, 3 [encoded records], 4 [gaps], 5 whole, 6 left}
 //	3 Error  {0 code, 3 message}
 //	4 Ack    {1 seq}
@@ -77,10 +79,14 @@
 //	9 Ask    [list, index, seq, index, seq, ...]
 //
 // Keys are never reused for another meaning. Capabilities is a uint64,
-// omitted when 0, of which one bit is defined: bit 0, the device reads
+// omitted when 0, of which two bits are defined: bit 0, the device reads
 // summaries that carry their device's signature (crdt.Summary.Sig, which
 // an older build's decoder refuses), so it is sent them signed; others are
-// sent them without (summary.go).
+// sent them without (summary.go). Bit 1, the device reads Addrs frames
+// (10 Addrs [{0 peer id, 1 [address], 2 seen ms}], the list of hello key
+// 12): how to reach its sender and the other members, sent on a pull
+// stream whenever the sender's address book learns an address
+// (addrbook.go).
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the
