@@ -61,6 +61,11 @@ func (l *Library) saveKnown(list []peer.Known) {
 				own = append(own, base)
 			}
 		}
+		if len(own) == 0 {
+			// A node that is closing listens no more: keep what the
+			// last save said of this device.
+			own = l.savedOwn(node.ID())
+		}
 		list = append([]peer.Known{{Peer: node.ID(), Addrs: own}}, list...)
 	}
 	for _, k := range list[:min(len(list), store.MaxKnown)] {
@@ -75,6 +80,23 @@ func (l *Library) saveKnown(list []peer.Known) {
 	if err := l.store.SaveKnown(context.Background(), saved); err != nil && !errors.Is(err, store.ErrClosed) {
 		l.log.Warn("cannot save the addresses of the members", "err", err)
 	}
+}
+
+// savedOwn returns the addresses of self in the saved book.
+func (l *Library) savedOwn(self lpeer.ID) []multiaddr.Multiaddr {
+	saved, _ := l.store.KnownAddrs(context.Background())
+	var out []multiaddr.Multiaddr
+	for _, k := range saved {
+		if k.Peer != self.String() {
+			continue
+		}
+		for _, s := range k.Addrs {
+			if a, err := multiaddr.NewMultiaddr(s); err == nil {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // lastTCPPort is the TCP port of the first of addrs that has one, 0 if none.
