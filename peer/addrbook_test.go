@@ -176,6 +176,11 @@ func TestLearnFromBounds(t *testing.T) {
 	if kept != 1 {
 		t.Fatalf("%d peers dialled, want the member alone", kept)
 	}
+	// A device removed from the library leaves the book.
+	a.node.Disconnect(DeviceIDOf(member))
+	if _, ok := a.node.book.get(member); ok {
+		t.Fatal("a removed device is still in the book")
+	}
 }
 
 // A library paired in a chain (A invited B, B invited C; no mDNS) becomes a

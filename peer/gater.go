@@ -78,6 +78,12 @@ func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason)
 // long as Config.Removed reports it). It returns how many peers it
 // disconnected.
 func (n *Node) Disconnect(d crdt.DeviceID) int {
+	// Nor is it shared with the members or kept as one of them.
+	for _, k := range n.book.list() {
+		if DeviceIDOf(k.Peer) == d {
+			n.book.forget(k.Peer)
+		}
+	}
 	closed := 0
 	for _, p := range n.host.Network().Peers() {
 		if DeviceIDOf(p) != d {
