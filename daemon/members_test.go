@@ -342,3 +342,33 @@ func freePort(t *testing.T) int {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
 }
+
+// Issue 49: a member this device has never reached and knows no address
+// of is listed by /v1/peers and /v1/devices as never met, apart from one
+// that is unreachable.
+func TestNeverMetMemberIsListed(t *testing.T) {
+	lib := store.Library{ID: [16]byte{0x49, 1}, Secret: [32]byte{0x49, 2}}
+	keyA, devA := olderIdentity(t)
+	_, devB := olderIdentity(t)
+	wall := uint64(time.Now().UnixMilli())
+	var records []crdt.Entry
+	for _, d := range []crdt.DeviceID{devA, devB} {
+		records = append(records, mustDo(crdt.AddMember(crdt.LibraryID(lib.ID), d, crdt.Timestamp{Wall: wall, Device: devA}, 0))(t))
+	}
+	a := startDaemon(t, func(c *Config) {
+		c.Name = "laptop"
+		seedOlderStore(t, c.DataDir, keyA, lib, records)
+	})
+	var got api.Peer
+	for _, p := range mustDo(a.client.Peers(ctxT(t)))(t) {
+		if p.Device == devB.String() {
+			got = p
+		}
+	}
+	if got.State != "never-met" || got.Connected || got.LastSeen != nil || len(got.Addresses) != 0 {
+		t.Fatalf("/v1/peers lists the member never met as %+v, want never-met", got)
+	}
+	if m, _ := member(t, a, devB.String()); m.State != "never-met" {
+		t.Fatalf("/v1/devices lists it as %+v, want never-met", m)
+	}
+}
