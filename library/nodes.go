@@ -50,7 +50,7 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 	// Members remember this device's addresses, port included: listening
 	// on the port of the last run is what lets them find it after a
 	// restart. Taken meanwhile, another is chosen.
-	pinned := listen == nil && port != 0
+	pinned := len(listen) == 0 && port != 0
 	if pinned {
 		listen = portListen(port)
 	}
