@@ -62,6 +62,7 @@ type peerState struct {
 	pullConn   network.Conn       // the connection our pull stream runs on
 	cancelPull context.CancelFunc // ends our pull stream (it reopens)
 	resendAll  bool               // our next pull starts from 0 (see noteRegression)
+	heldInARow int                // our pull streams in a row that held records back (held.go)
 
 	clockOffset time.Duration
 	clockKnown  bool

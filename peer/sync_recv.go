@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -39,6 +40,11 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 		st.lastErr = err.Error()
 		info := n.info(st)
 		n.mu.Unlock()
+		if errors.Is(err, errHeldRetry) {
+			n.log.Info("pulling again from peer: some records it sent were refused, and may be taken now", "peer", st.id, "device", st.device)
+			attempt = -1
+			continue
+		}
 		if errors.Is(err, errSyncWithdrawn) {
 			// Expected after every forget and leave, and as a peer stops:
 			// not a refusal worth an ERROR, and not a version mismatch.
@@ -136,8 +142,13 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 		}
 		n.mu.Unlock()
 	}()
-	p := &puller{n: n, st: st, s: s}
+	p := &puller{n: n, st: st, s: s, cancel: cancelPull}
 	defer p.releaseGate(false)
+	defer func() {
+		if p.retry != nil {
+			p.retry.Stop()
+		}
+	}()
 	defer func() {
 		if p.graceful {
 			s.Close() // a reset would discard our Error frame unread
@@ -148,7 +159,11 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	// Reading blocks until the peer sends; the connection ending or the node
 	// closing must unblock it.
 	defer context.AfterFunc(ctx, func() { s.Reset() })()
-	return p.run(ctx)
+	err = p.run(ctx)
+	if p.retried.Load() {
+		return fmt.Errorf("%w: %w", errHeldRetry, err)
+	}
+	return err
 }
 
 // stream is what the sync protocol needs of a stream: bytes both ways and
@@ -173,10 +188,18 @@ type puller struct {
 	out      bytes.Buffer
 	dirList  []wireMark // the direct list last sent, and its version
 	dirVer   uint64
-	theirs   hello             // the sender's hello
-	cursor   uint64            // the sender's last sequence merged here
-	graceful bool              // an Error frame was sent: close, do not reset
-	release  func(caught bool) // gives the catch-up gate back, if this stream holds it
+	theirs   hello              // the sender's hello
+	cursor   uint64             // the sender's last sequence merged here
+	graceful bool               // an Error frame was sent: close, do not reset
+	release  func(caught bool)  // gives the catch-up gate back, if this stream holds it
+	cancel   context.CancelFunc // ends the stream (it reopens)
+
+	// held: a batch had records refused, and the stream claims nothing
+	// since; heldAt is the cursor it keeps (held.go).
+	held    bool
+	heldAt  uint64
+	retry   *time.Timer // ends a held stream
+	retried atomic.Bool // retry ended it
 }
 
 // run says hello and then applies batches until the stream fails.
@@ -343,6 +366,14 @@ func (p *puller) caught(c *wireCaught) error {
 	case len(c.Cursors) > maxMarks || len(c.Full) > maxMarks:
 		return protoErrorf("caught frame of %d cursors and %d full marks", len(c.Cursors), len(c.Full))
 	}
+	if p.held {
+		// It has not merged everything the sender had: it claims nothing.
+		p.releaseGate(true)
+		return nil
+	}
+	n.mu.Lock()
+	st.heldInARow = 0
+	n.mu.Unlock()
 	n.kn.noteFull(st.device, mark{c.Epoch, c.Seq})
 	for _, m := range c.Full {
 		if dev := crdt.DeviceID(m.Device); dev != n.self && dev != st.device {
@@ -397,16 +428,28 @@ func (p *puller) receive(ctx context.Context) error {
 	st.echo.add(epoch, b.Records)
 	n.prov.add(st.device, epoch, p.recordSeqs(b), b.Records, entries)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
-	if err := n.store.ApplyRemote(ctx, st.device, epoch, b.Seq, entries); err != nil {
+	// A held stream keeps its cursor where it was (held.go).
+	to := b.Seq
+	if p.held {
+		to = p.heldAt
+	}
+	switch err := n.store.ApplyRemote(ctx, st.device, epoch, to, entries); {
+	case errors.Is(err, ErrRecordsRefused):
+		if !p.held {
+			p.hold(p.cursor)
+		}
+	case err != nil:
 		return fmt.Errorf("apply batch: %w", err)
 	}
 	p.cursor = b.Seq
 	if p.release != nil {
 		n.gate.progress(st)
 	}
-	n.kn.noteCursor(st.device, mark{epoch, b.Seq})
-	if b.Whole {
-		n.kn.noteWhole(st.device, mark{epoch, b.Seq})
+	if !p.held {
+		n.kn.noteCursor(st.device, mark{epoch, b.Seq})
+		if b.Whole {
+			n.kn.noteWhole(st.device, mark{epoch, b.Seq})
+		}
 	}
 	n.mu.Lock()
 	st.merged, st.remoteLast, st.lastSeen = p.cursor, b.Last, n.now()
