@@ -65,6 +65,9 @@ type Config struct {
 	// OnEvent, if set, is told what other devices did (Event), on the
 	// goroutine that merged it: it must not block.
 	OnEvent func(Event)
+	// Bounds are what one device may originate, as this device takes it
+	// in from peers (bounds.go); zero fields take DefaultBounds.
+	Bounds Bounds
 	// Listening, if set, reports whether OnEvent has anyone to tell: book
 	// events nobody would read are not made, a batch of hundreds at a
 	// time under a flood of records from a peer. Nil means always.
@@ -88,6 +91,7 @@ type Library struct {
 	names  deviceNames   // the devices' names and name histories (names.go)
 	counts shelfCounts   // the shelf's counts (merge.go)
 	warns  clockWarnings // writers whose clocks are ahead (clockwarn.go)
+	bounds writerBounds  // what each device may originate (bounds.go)
 	// members is the member set of the library (members.go), which the
 	// peer layer's gater reads.
 	members memberSet
@@ -146,6 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Library, error) {
 		names: newDeviceNames(),
 		coll:  newCollector(),
 	}
+	l.bounds.b = cfg.Bounds.withDefaults()
 	l.life, l.stop = context.WithCancel(context.Background())
 	if err := l.init(ctx); err != nil {
 		l.stop()
@@ -159,6 +164,11 @@ func Open(ctx context.Context, cfg Config) (*Library, error) {
 func (l *Library) Start(ctx context.Context) error {
 	// The nodes call back (a member's new secret) from their first
 	// connection on, and what that starts replaces nodes in turn.
+	l.spawn(func() {
+		if err := l.countStore(l.life); err != nil && l.life.Err() == nil {
+			l.log.Warn("bounds: only rates are checked until the next start", "err", err)
+		}
+	})
 	l.moveMu.Lock()
 	err := l.startNode(ctx, nil)
 	l.moveMu.Unlock()

@@ -172,6 +172,15 @@ func (s *memberSet) removedLocked(id crdt.DeviceID) bool {
 	return (ok && m.IsRemoved()) || s.hinted[id]
 }
 
+// counts reports whether device id is a member now or was one until it was
+// removed: a writer that the bounds count as itself (bounds.go).
+func (s *memberSet) counts(id crdt.DeviceID) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.byID[id]
+	return s.counted[id] || (ok && m.IsRemoved())
+}
+
 func (s *memberSet) get(id crdt.DeviceID) (crdt.Member, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

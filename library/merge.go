@@ -111,6 +111,7 @@ func (l *Library) changed(changes []store.Change, remote bool) {
 		}
 	}
 	l.counts.add(visible, deleted)
+	l.countMoves(changes)
 	l.actOnMembers(news)
 	for _, b := range books {
 		kind := BookChanged
@@ -167,11 +168,35 @@ func (l *Library) applyFrom(ctx context.Context, from crdt.DeviceID, entries []c
 	for _, a := range l.clock.observeAll(entries, l.wallMs(), clockWarnAfterMs) {
 		l.noteAhead(a, from)
 	}
+	// Residues (no cursor) are not bounded: they are handed over once, and
+	// a refused one would not be offered again.
+	var a *admission
+	if cursor != nil {
+		var err error
+		if a, err = l.admit(ctx, entries); err != nil {
+			return err
+		}
+		entries = a.entries
+		if a.refused != nil {
+			// The cursor stays: what was refused is offered again
+			// (peer.ErrRecordsRefused).
+			cursor = nil
+		}
+	}
 	res, err := l.store.Apply(ctx, store.Batch{Entries: entries, Cursor: cursor})
+	if a != nil {
+		// After changed has counted the records committed, so that
+		// nothing counts them nowhere meanwhile.
+		defer l.settle(a, res.Changed...)
+	}
 	if err != nil {
 		return err
 	}
 	l.changed(res.Changed, true)
+	if a != nil && a.refused != nil {
+		l.noteRefused(a, from)
+		return errRefused(a)
+	}
 	if cursor != nil {
 		// A batch may only move a cursor (every record in it skipped as
 		// one this device has), which the store's sequence does not show:

@@ -77,6 +77,7 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 		Known:       known,
 		OnKnown:     l.saveKnown,
 		Announce:    l.cfg.Announce,
+		HeldRetry:   l.cfg.Bounds.Retry,
 	}
 	node, err := peer.New(ctx, cfg)
 	if err != nil && pinned {

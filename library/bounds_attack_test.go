@@ -1,0 +1,147 @@
+package library
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/poll"
+)
+
+// warnLog keeps the warnings a library logs, and passes every record on.
+type warnLog struct {
+	slog.Handler
+	mu    *sync.Mutex
+	lines *[]string
+}
+
+func newWarnLog(next slog.Handler) *warnLog {
+	return &warnLog{Handler: next, mu: new(sync.Mutex), lines: new([]string)}
+}
+
+func (w *warnLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		var b strings.Builder
+		b.WriteString(r.Message)
+		r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+		w.mu.Lock()
+		*w.lines = append(*w.lines, b.String())
+		w.mu.Unlock()
+	}
+	return w.Handler.Handle(ctx, r)
+}
+
+func (w *warnLog) WithAttrs(as []slog.Attr) slog.Handler {
+	return &warnLog{Handler: w.Handler.WithAttrs(as), mu: w.mu, lines: w.lines}
+}
+
+func (w *warnLog) WithGroup(name string) slog.Handler {
+	return &warnLog{Handler: w.Handler.WithGroup(name), mu: w.mu, lines: w.lines}
+}
+
+// matching returns the lines that hold every one of words.
+func (w *warnLog) matching(words ...string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+next:
+	for _, l := range *w.lines {
+		for _, word := range words {
+			if !strings.Contains(l, word) {
+				continue next
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// writtenBy counts the records of l's store whose last writer is dev.
+func writtenBy(t *testing.T, l *Library, dev crdt.DeviceID) int {
+	t.Helper()
+	n := 0
+	for _, kind := range crdt.Kinds() {
+		if err := l.store.Scan(ctxT(t), kind, func(e crdt.Entry) error {
+			if writerOf(&e) == dev {
+				n++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+func floodKey(i int) crdt.BookKey {
+	return crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 0xf100d000+i))
+}
+
+// A rogue member floods the library with records of its own (as a member
+// whose daemon writes too much does). The victim takes its burst and no
+// more, logs once and warns naming it, and keeps taking an honest member's
+// writes meanwhile. The records refused are offered again, and taken, as
+// the victim's clock lets the rogue's bucket refill: nothing is lost.
+// Before the bounds, the victim took the whole flood at once.
+func TestRogueFloodIsBounded(t *testing.T) {
+	const (
+		burst = 40
+		flood = 100
+	)
+	var offset atomic.Int64 // the victim's clock, moved by hand
+	base := time.Now()
+	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
+	v := openLibrary(t, "V", func(cfg *Config) {
+		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+		cfg.Bounds = Bounds{Burst: burst, PerMinute: burst / 4, Total: 10 * flood, Retry: 50 * time.Millisecond}
+		cfg.Logger = slog.New(logs)
+	})
+	r, a := openLibrary(t, "R", nil), openLibrary(t, "A", nil)
+	joinByCode(t, r, v)
+	joinByCode(t, a, v)
+	poll.Until(t, "V to hold R and A for members, and to sync with them", time.Minute, func() bool {
+		return v.members.current(r.Self()) && v.members.current(a.Self()) && connected(v, r) && connected(v, a)
+	})
+	ctx := ctxT(t)
+	before := writtenBy(t, v, r.Self())
+	for i := range flood {
+		mustDo(r.SetPosition(ctx, floodKey(i), uint64(i), 0.5, "flood"))(t)
+	}
+	honest := crdt.MustParseBookKey("md5:00000000000000000000000000000a11")
+	mustDo(a.SetPosition(ctx, honest, 1, 0.01, "honest"))(t)
+	poll.Until(t, "V to refuse the rest of the flood and take A's write", time.Minute, func() bool {
+		return len(v.BoundsWarnings()) > 0 && hasBook(t, v, honest)
+	})
+	held := writtenBy(t, v, r.Self())
+	if held > burst || held <= before {
+		t.Fatalf("V holds %d records of R (%d before the flood), want more, and at most its burst %d", held, before, burst)
+	}
+	t.Logf("V holds %d records of R after the flood, %d before", held, before)
+	ws := v.BoundsWarnings()
+	if len(ws) != 1 || ws[0].Writer != r.Self() || ws[0].Name != "R" || ws[0].Reason != "rate" || !strings.Contains(ws[0].Message(), "R wrote more records per minute") {
+		t.Fatalf("V's warnings %+v, want one naming R", ws)
+	}
+	if lines := logs.matching("refused records", r.Self().String(), "name=R"); len(lines) != 1 {
+		t.Fatalf("V logged %d warnings of R's refused records, want one: %q", len(lines), lines)
+	}
+	if n := len(v.bounds.writers); n > 4 {
+		t.Errorf("V keeps bounds of %d writers, for three members", n)
+	}
+	// A keeps syncing through V while R is held back.
+	later := crdt.MustParseBookKey("md5:00000000000000000000000000000a12")
+	mustDo(a.SetPosition(ctx, later, 2, 0.02, "honest, later"))(t)
+	poll.Until(t, "V to take A's later write", time.Minute, func() bool { return hasBook(t, v, later) })
+
+	// Time passes at V: the refused records are offered again and taken.
+	all := writtenBy(t, r, r.Self())
+	poll.Until(t, "V to take all of R's records as its bounds allow", 2*time.Minute, func() bool {
+		offset.Add(int64(4 * time.Minute))
+		return writtenBy(t, v, r.Self()) == all
+	})
+}
