@@ -48,6 +48,7 @@ func (d *Daemon) status() api.Status {
 	}
 	st.ClockWarnings = d.clockWarnings()
 	st.PairingWarnings = d.pairingWarnings()
+	st.BoundsWarnings = d.boundsWarnings()
 	st.StoreLoss = storeLoss(d.store)
 	if ns, ok := d.lib.Traffic(); ok {
 		st.Traffic = api.Traffic{BytesSent: ns.BytesSent, BytesReceived: ns.BytesReceived, RecordsSent: ns.RecordsSent, RecordsReceived: ns.RecordsReceived}
@@ -68,6 +69,27 @@ func (d *Daemon) clockWarnings() []api.ClockWarning {
 			AheadMs: int64(w.AheadMs), // at most crdt.MaxWall
 			Stamp:   rfc3339(w.Stamp.Wall),
 			Via:     w.Via.String(),
+			Warning: w.Message(),
+		})
+	}
+	return out
+}
+
+// boundsWarnings renders the library's refusals for GET /v1/status.
+func (d *Daemon) boundsWarnings() []api.BoundsWarning {
+	out := []api.BoundsWarning{}
+	for _, w := range d.lib.BoundsWarnings() {
+		dev := ""
+		if w.Writer != 0 {
+			dev = w.Writer.String()
+		}
+		out = append(out, api.BoundsWarning{
+			Device:  dev,
+			Name:    w.Name,
+			Reason:  w.Reason,
+			Refused: w.Refused,
+			First:   w.First.UTC().Format(time.RFC3339),
+			Last:    w.Last.UTC().Format(time.RFC3339),
 			Warning: w.Message(),
 		})
 	}

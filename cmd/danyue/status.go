@@ -61,6 +61,11 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	for _, w := range st.ClockWarnings {
 		fmt.Fprintf(e.stdout, "warning: %s\n", printable(w.Warning))
 	}
+	// Devices over the bounds of what one device may write: a member
+	// gone wrong, or one to forget.
+	for _, w := range st.BoundsWarnings {
+		fmt.Fprintf(e.stdout, "warning: %s\n", printable(w.Warning))
+	}
 	// Addresses that burned this device's pairing codes lately: possibly
 	// someone on the network trying to pair.
 	for _, w := range st.PairingWarnings {

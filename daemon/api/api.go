@@ -112,6 +112,10 @@ type Status struct {
 	// than a minute ahead of this device's clock since the daemon started:
 	// the writers, whichever peer relayed the writes. Never null.
 	ClockWarnings []ClockWarning `json:"clockWarnings"`
+	// BoundsWarnings lists the devices whose records this device refused
+	// in the last hour, being over what one device may originate. Never
+	// null.
+	BoundsWarnings []BoundsWarning `json:"boundsWarnings"`
 	// PairingWarnings lists the addresses that spent this device's short
 	// pairing codes with failed tries in the last ten minutes, the latest
 	// first. Never null.
@@ -133,6 +137,18 @@ type StoreLoss struct {
 	Records []string `json:"records"`
 	Unnamed uint64   `json:"unnamed"` // lost changes whose record is not known
 	Warning string   `json:"warning"` // a sentence for a person
+}
+
+// BoundsWarning is a device whose records this device refused, being over
+// what one device may originate.
+type BoundsWarning struct {
+	Device  string `json:"device"` // the writer; "" for the devices that never were members
+	Name    string `json:"name"`
+	Reason  string `json:"reason"`  // "rate" or "total": the bound of the latest refusal
+	Refused uint64 `json:"refused"` // records refused since the daemon started, one offered again counted again
+	First   string `json:"first"`   // RFC 3339, UTC
+	Last    string `json:"last"`
+	Warning string `json:"warning"` // a sentence for a person
 }
 
 // ClockWarning is a device whose clock is ahead, as its writes show.
