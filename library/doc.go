@@ -29,6 +29,9 @@
 //     among members, and purging what every current member holds once
 //     its undo window (Config.KeepDeleted) has passed.
 //   - Clock warnings (clockwarn.go) and device names (names.go).
+//   - The bounds of what each device may originate (bounds.go, the rule;
+//     bounds_apply.go, applied to batches from peers and told in the log
+//     and the status).
 //
 // # Who is a member
 //
@@ -108,8 +111,26 @@
 //     when the member sends it, or relayed with its device key's
 //     signature (TestRelayedSummaryCountsOnlySigned); it can hold
 //     collection back by its own summary, until it is forgotten;
-//   - is not bounded in what it writes: a flood of its records is stored
-//     and relayed by every member until it is forgotten;
+//   - can write no more than the bounds of one device (bounds.go): past
+//     its burst and rate, or past its total of records in a store, the
+//     others refuse its records, log it once a minute and warn of it in
+//     their status, naming it, and keep taking every other device's
+//     records, also in the same batches; what they refused they take later,
+//     when its bounds allow, since no cursor or summary claims it
+//     (TestRogueFloodIsBounded, TestBucketRate, TestWriterTotal,
+//     peer.TestHeldStreamRetries). Its own daemon takes all it writes;
+//   - can, with a modified build, stamp records with another device's id:
+//     as a member's, they spend that member's bounds, which delays that
+//     member's records (for as long as the forged ones fill its total, if
+//     they do; none is lost, since refused records are offered again); as
+//     a device that never was a member, they share one bound with every
+//     such device. Devices it adds are members, each with bounds of its
+//     own, until it is forgotten: records are not signed by their writer,
+//     so the bounds hold against a daemon that writes too much, not
+//     against one that lies about who wrote;
+//   - can hand over residues of collected books without bound (they come
+//     once, with no cursor to hold, and a refused one would not come
+//     again);
 //   - once forgotten, can do what a forgotten device can, and no more: the
 //     devices it added before stay members, until forgotten too, and those
 //     it claims to add afterwards are none (TestMemberRules).
@@ -117,8 +138,8 @@
 // # Locks
 //
 // Each concern has a lock of its own, which guards that concern's fields
-// only: the clock, the names, the counts, the clock warnings, the member
-// set, the parked rekey offers, the peer nodes, collection, pairing, and
+// only: the clock, the names, the counts, the clock warnings, the bounds
+// of each writer, the member set, the parked rekey offers, the peer nodes, collection, pairing, and
 // the spawning of goroutines. None is held during network I/O or a store
 // write, and none is held while another is taken, except in this order:
 //
