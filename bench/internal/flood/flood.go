@@ -25,6 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/peer"
 )
@@ -47,10 +48,13 @@ type Progress struct {
 
 // Result is what a flood measured.
 type Result struct {
-	Elapsed      time.Duration
+	Elapsed      time.Duration // until the last record was stored
 	Sent, Stored uint64
-	GETs         []time.Duration // the meter's single-book GETs, in the order made
-	GETErrors    int
+	// Bounded: the target refused the rest, the flooding member being over
+	// the bounds of what one device may write (its status names it).
+	Bounded   bool
+	GETs      []time.Duration // the meter's single-book GETs, in the order made
+	GETErrors int
 }
 
 // ErrNoSync is returned by Run when the target has taken no record a
@@ -110,13 +114,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, err
 }
 
+// boundedAfter is how long the target's count must stay still, while its
+// status names the flooding member as over its bounds, for the flood to
+// be over.
+const boundedAfter = 3 * time.Second
+
 // watch reads the target's book count every second until it has every
-// record, telling the meter how many it has.
+// record, or refuses the rest, telling the meter how many it has.
 func watch(ctx context.Context, cfg Config, node *peer.Node, cl *client.Client, baseline int, m *meter) (Result, error) {
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var res Result
+	grew := start
 	for res.Stored < cfg.Records {
 		select {
 		case <-ctx.Done():
@@ -129,7 +139,13 @@ func watch(ctx context.Context, cfg Config, node *peer.Node, cl *client.Client, 
 		if err != nil {
 			return res, fmt.Errorf("target status: %w", err)
 		}
-		res.Stored = uint64(max(st.Counts.Books-baseline, 0))
+		if stored := uint64(max(st.Counts.Books-baseline, 0)); stored != res.Stored {
+			res.Stored, grew = stored, time.Now()
+		}
+		if time.Since(grew) >= boundedAfter && names(st.BoundsWarnings, node.Device()) {
+			res.Elapsed, res.Bounded = grew.Sub(start), true
+			return res, nil
+		}
 		if res.Sent == 0 && res.Stored == 0 && time.Since(start) > noSyncAfter {
 			return res, ErrNoSync
 		}
@@ -142,6 +158,16 @@ func watch(ctx context.Context, cfg Config, node *peer.Node, cl *client.Client, 
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// names reports whether ws names device dev.
+func names(ws []api.BoundsWarning, dev crdt.DeviceID) bool {
+	for _, w := range ws {
+		if w.Device == dev.String() {
+			return true
+		}
+	}
+	return false
 }
 
 // source is the flooding member's store: n records generated on demand,
