@@ -77,6 +77,8 @@ type Config struct {
 	limits *limits
 	// pairValidity replaces pair.DefaultValidity (tests make it short).
 	pairValidity time.Duration
+	// bounds replaces library.DefaultBounds (tests make them small).
+	bounds library.Bounds
 	// summaryEvery replaces the collection loop's pace
 	// (library.Config.SummaryEvery).
 	summaryEvery time.Duration
@@ -213,6 +215,7 @@ func (d *Daemon) libraryConfig() library.Config {
 		PairValidity: d.cfg.pairValidity,
 		SummaryEvery: d.cfg.summaryEvery,
 		KeepDeleted:  d.cfg.KeepDeleted,
+		Bounds:       d.cfg.bounds,
 		Now:          d.now,
 		Logger:       d.log,
 		OnEvent:      d.publish,
