@@ -335,7 +335,7 @@ func TestRelayedSummaryCountsOnlySigned(t *testing.T) {
 }
 
 // deviceKey makes a device identity and its device id.
-func deviceKey(t *testing.T) (crypto.PrivKey, crdt.DeviceID) {
+func deviceKey(t testing.TB) (crypto.PrivKey, crdt.DeviceID) {
 	t.Helper()
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
