@@ -37,7 +37,7 @@ type Bounds struct {
 	// last writer.
 	Total int
 	// Retry is how long a stream from a peer whose records were refused
-	// runs before they are offered again (peer.Config.HeldRetry).
+	// runs before they are offered again (peer.Config.RefusedRetry).
 	Retry time.Duration
 }
 

@@ -33,7 +33,7 @@ type Store interface {
 	// to (epoch, seq), atomically and durably: after a crash either all of
 	// it happened or none. It may refuse some records (their writer is over
 	// its bounds): it then merges the others, moves no cursor and returns an
-	// error wrapping ErrRecordsRefused (held.go says what the stream does).
+	// error wrapping ErrRecordsRefused (refused.go says what the stream does).
 	ApplyRemote(ctx context.Context, from crdt.DeviceID, epoch, seq uint64, entries []crdt.Entry) error
 	// SkipPast makes every later change take a sequence number above seq,
 	// durably (store.Store.SkipPast): for a store that a peer has pulled

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -40,7 +39,7 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 		st.lastErr = err.Error()
 		info := n.info(st)
 		n.mu.Unlock()
-		if errors.Is(err, errHeldRetry) {
+		if errors.Is(err, errRefusedRetry) {
 			n.log.Info("pulling again from peer: some records it sent were refused, and may be taken now", "peer", st.id, "device", st.device)
 			attempt = -1
 			continue
@@ -144,11 +143,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	}()
 	p := &puller{n: n, st: st, s: s, cancel: cancelPull}
 	defer p.releaseGate(false)
-	defer func() {
-		if p.retry != nil {
-			p.retry.Stop()
-		}
-	}()
+	defer p.refusal.stop()
 	defer func() {
 		if p.graceful {
 			s.Close() // a reset would discard our Error frame unread
@@ -160,8 +155,8 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	// closing must unblock it.
 	defer context.AfterFunc(ctx, func() { s.Reset() })()
 	err = p.run(ctx)
-	if p.retried.Load() {
-		return fmt.Errorf("%w: %w", errHeldRetry, err)
+	if p.refusal.retried.Load() {
+		return fmt.Errorf("%w: %w", errRefusedRetry, err)
 	}
 	return err
 }
@@ -193,13 +188,7 @@ type puller struct {
 	graceful bool               // an Error frame was sent: close, do not reset
 	release  func(caught bool)  // gives the catch-up gate back, if this stream holds it
 	cancel   context.CancelFunc // ends the stream (it reopens)
-
-	// held: a batch had records refused, and the stream claims nothing
-	// since; heldAt is the cursor it keeps (held.go).
-	held    bool
-	heldAt  uint64
-	retry   *time.Timer // ends a held stream
-	retried atomic.Bool // retry ended it
+	refusal  streamRefusal      // records were refused: the stream claims nothing (refused.go)
 }
 
 // run says hello and then applies batches until the stream fails.
@@ -366,13 +355,13 @@ func (p *puller) caught(c *wireCaught) error {
 	case len(c.Cursors) > maxMarks || len(c.Full) > maxMarks:
 		return protoErrorf("caught frame of %d cursors and %d full marks", len(c.Cursors), len(c.Full))
 	}
-	if p.held {
+	if p.refusal.on {
 		// It has not merged everything the sender had: it claims nothing.
 		p.releaseGate(true)
 		return nil
 	}
 	n.mu.Lock()
-	st.heldInARow = 0
+	st.refusedInARow = 0
 	n.mu.Unlock()
 	n.kn.noteFull(st.device, mark{c.Epoch, c.Seq})
 	for _, m := range c.Full {
@@ -428,15 +417,15 @@ func (p *puller) receive(ctx context.Context) error {
 	st.echo.add(epoch, b.Records)
 	n.prov.add(st.device, epoch, p.recordSeqs(b), b.Records, entries)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
-	// A held stream keeps its cursor where it was (held.go).
+	// A stream that refused records keeps its cursor (refused.go).
 	to := b.Seq
-	if p.held {
-		to = p.heldAt
+	if p.refusal.on {
+		to = p.refusal.at
 	}
 	switch err := n.store.ApplyRemote(ctx, st.device, epoch, to, entries); {
 	case errors.Is(err, ErrRecordsRefused):
-		if !p.held {
-			p.hold(p.cursor)
+		if !p.refusal.on {
+			p.refused(p.cursor)
 		}
 	case err != nil:
 		return fmt.Errorf("apply batch: %w", err)
@@ -445,7 +434,7 @@ func (p *puller) receive(ctx context.Context) error {
 	if p.release != nil {
 		n.gate.progress(st)
 	}
-	if !p.held {
+	if !p.refusal.on {
 		n.kn.noteCursor(st.device, mark{epoch, b.Seq})
 		if b.Whole {
 			n.kn.noteWhole(st.device, mark{epoch, b.Seq})

@@ -47,8 +47,8 @@ func (s *refusingStore) ApplyRemote(ctx context.Context, from crdt.DeviceID, epo
 // goes on (later writes arrive) while claiming nothing: the cursor stays
 // before that batch, and no knowledge of the sender is noted. Once the
 // store takes it, the record arrives on the next pull, and the cursor
-// catches up (held.go).
-func TestHeldStreamRetries(t *testing.T) {
+// catches up (refused.go).
+func TestRefusedRecordsRetried(t *testing.T) {
 	lib := newLib(t)
 	a, b := newDevice(t, "A"), newDevice(t, "B")
 	if err := a.store.fill(1500); err != nil {
@@ -56,7 +56,7 @@ func TestHeldStreamRetries(t *testing.T) {
 	}
 	rs := &refusingStore{memStore: b.store, refuse: bookKey(900)}
 	a.start(t, lib, nil)
-	b.start(t, lib, a.node.Addrs(), func(c *Config) { c.Store, c.HeldRetry = rs, 20*time.Millisecond })
+	b.start(t, lib, a.node.Addrs(), func(c *Config) { c.Store, c.RefusedRetry = rs, 20*time.Millisecond })
 	poll.Until(t, "B to take all but the refused book", 20*time.Second, func() bool {
 		return b.store.len() == 1499 && rs.refused.Load() > 0
 	})
