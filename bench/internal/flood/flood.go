@@ -25,7 +25,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/danyue/danyue/crdt"
-	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/peer"
 )
@@ -142,7 +141,11 @@ func watch(ctx context.Context, cfg Config, node *peer.Node, cl *client.Client, 
 		if stored := uint64(max(st.Counts.Books-baseline, 0)); stored != res.Stored {
 			res.Stored, grew = stored, time.Now()
 		}
-		if time.Since(grew) >= boundedAfter && names(st.BoundsWarnings, node.Device()) {
+		named := false
+		for _, w := range st.BoundsWarnings {
+			named = named || w.Device == node.Device().String()
+		}
+		if named && time.Since(grew) >= boundedAfter {
 			res.Elapsed, res.Bounded = grew.Sub(start), true
 			return res, nil
 		}
@@ -158,16 +161,6 @@ func watch(ctx context.Context, cfg Config, node *peer.Node, cl *client.Client, 
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
-}
-
-// names reports whether ws names device dev.
-func names(ws []api.BoundsWarning, dev crdt.DeviceID) bool {
-	for _, w := range ws {
-		if w.Device == dev.String() {
-			return true
-		}
-	}
-	return false
 }
 
 // source is the flooding member's store: n records generated on demand,
