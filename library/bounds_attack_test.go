@@ -145,3 +145,54 @@ func TestRogueFloodIsBounded(t *testing.T) {
 		return writtenBy(t, v, r.Self()) == all
 	})
 }
+
+// A rogue member's records in a store never pass its total: the victim
+// refuses the rest, and takes more of them as other devices write over
+// those it holds (the total counts the records whose last writer it is).
+func TestRogueTotalIsBounded(t *testing.T) {
+	const total = 30
+	v := openLibrary(t, "V", func(cfg *Config) {
+		cfg.Bounds = Bounds{Burst: 1000, PerMinute: 1000, Total: total, Retry: 50 * time.Millisecond}
+	})
+	r, a := openLibrary(t, "R", nil), openLibrary(t, "A", nil)
+	joinByCode(t, r, v)
+	joinByCode(t, a, v)
+	poll.Until(t, "V to count its store, hold R and A for members, and sync with them", time.Minute, func() bool {
+		v.bounds.mu.Lock()
+		counted := v.bounds.counted
+		v.bounds.mu.Unlock()
+		return counted && v.members.current(r.Self()) && v.members.current(a.Self()) && connected(v, r) && connected(v, a)
+	})
+	ctx := ctxT(t)
+	const flood = 60
+	for i := range flood {
+		mustDo(r.SetPosition(ctx, floodKey(i), uint64(i), 0.5, "flood"))(t)
+	}
+	poll.Until(t, "V to refuse R past its total", time.Minute, func() bool {
+		ws := v.BoundsWarnings()
+		return len(ws) == 1 && ws[0].Writer == r.Self() && ws[0].Reason == "total"
+	})
+	if n := writtenBy(t, v, r.Self()); n != total {
+		t.Fatalf("V holds %d records of R, want its total %d", n, total)
+	}
+	floodAt := func(l *Library) (keys []crdt.BookKey) {
+		for i := range flood {
+			if hasBook(t, l, floodKey(i)) {
+				keys = append(keys, floodKey(i))
+			}
+		}
+		return keys
+	}
+	held := floodAt(v)
+	// A reads five of the flooded books V holds: they are A's now.
+	poll.Until(t, "A to have the flooded books V holds", time.Minute, func() bool { return len(floodAt(a)) >= len(held) })
+	for _, k := range held[:5] {
+		mustDo(a.SetPosition(ctx, k, 1, 0.01, ""))(t)
+	}
+	poll.Until(t, "V to take five more of R's books, within its total", time.Minute, func() bool {
+		return len(floodAt(v)) == len(held)+5
+	})
+	if n := writtenBy(t, v, r.Self()); n != total {
+		t.Fatalf("V holds %d records of R, want its total %d", n, total)
+	}
+}
