@@ -117,8 +117,9 @@
 //     their status, naming it, and keep taking every other device's
 //     records, also in the same batches; what they refused they take later,
 //     when its bounds allow, since no cursor or summary claims it
-//     (TestRogueFloodIsBounded, TestBucketRate, TestWriterTotal,
-//     peer.TestRefusedRecordsRetried). Its own daemon takes all it writes;
+//     (TestRogueFloodIsBounded, TestRogueTotalIsBounded, TestBucketRate,
+//     TestWriterTotal, peer.TestRefusedRecordsRetried). Its own daemon
+//     takes all it writes;
 //   - can, with a modified build, stamp records with another device's id:
 //     as a member's, they spend that member's bounds, which delays that
 //     member's records (for as long as the forged ones fill its total, if
