@@ -119,7 +119,9 @@
 //     when its bounds allow, since no cursor or summary claims it
 //     (TestRogueFloodIsBounded, TestRogueTotalIsBounded, TestBucketRate,
 //     TestWriterTotal, peer.TestRefusedRecordsRetried). Its own daemon
-//     takes all it writes;
+//     takes all it writes. While its records are refused, the cursors
+//     that stay behind hold tombstone collection back, as its own summary
+//     could, and each retry costs the re-sending of what changed since;
 //   - can, with a modified build, stamp records with another device's id:
 //     as a member's, they spend that member's bounds, which delays that
 //     member's records (for as long as the forged ones fill its total, if
