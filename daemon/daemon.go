@@ -77,7 +77,7 @@ type Config struct {
 	limits *limits
 	// pairValidity replaces pair.DefaultValidity (tests make it short).
 	pairValidity time.Duration
-	// bounds replaces library.DefaultBounds (tests make them small).
+	// bounds replaces the default bounds (tests make them small).
 	bounds library.Bounds
 	// summaryEvery replaces the collection loop's pace
 	// (library.Config.SummaryEvery).

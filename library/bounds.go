@@ -26,41 +26,45 @@ import (
 // drive it with literal times.
 
 // Bounds are what one device may originate, as this device takes it in.
-// A zero field takes the value of DefaultBounds.
+// A zero field takes its default.
 type Bounds struct {
 	// Burst is how many records of one writer are taken at once: what
-	// its bucket holds when full.
+	// its bucket holds when full. Default DefaultBurst.
 	Burst int
-	// PerMinute is how fast the bucket refills.
+	// PerMinute is how fast the bucket refills. Default DefaultPerMinute.
 	PerMinute int
 	// Total is how many records of the store may have one writer as their
-	// last writer.
+	// last writer. Default DefaultTotal.
 	Total int
 	// Retry is how long a stream from a peer whose records were refused
-	// runs before they are offered again (peer.Config.RefusedRetry).
+	// runs before they are offered again (peer.Config.Reoffer).
 	Retry time.Duration
 }
 
-// DefaultBounds sit well above what a person's devices do. The largest
-// library the project measures is 100,000 books written through one
-// device; a device that joins, or heals after a partition, takes such a
-// library in one go, so the burst and the total are two and a half
-// times that. A person writes a position every few seconds while
-// reading; PerMinute lets a writer that spent its burst go on at a pace
-// that a second import of that size takes minutes, not hours, while a
-// flood is held to a few records a second.
-var DefaultBounds = Bounds{Burst: 250_000, PerMinute: 10_000, Total: 250_000}
+// The default bounds sit well above what a person's devices do. The
+// largest library the project measures is 100,000 books written through
+// one device; a device that joins, or heals after a partition, takes such
+// a library in one go, so the burst and the total are two and a half
+// times that. A person writes a position every few seconds while reading;
+// the refill lets a writer that spent its burst go on importing at a pace
+// at which a second library of that size takes minutes, not hours. A
+// flood is held to that pace, and by the total to a bounded size.
+const (
+	DefaultBurst     = 250_000
+	DefaultPerMinute = 10_000
+	DefaultTotal     = 250_000
+)
 
-// withDefaults fills the zero fields from DefaultBounds.
+// withDefaults fills the zero fields.
 func (b Bounds) withDefaults() Bounds {
 	if b.Burst <= 0 {
-		b.Burst = DefaultBounds.Burst
+		b.Burst = DefaultBurst
 	}
 	if b.PerMinute <= 0 {
-		b.PerMinute = DefaultBounds.PerMinute
+		b.PerMinute = DefaultPerMinute
 	}
 	if b.Total <= 0 {
-		b.Total = DefaultBounds.Total
+		b.Total = DefaultTotal
 	}
 	return b
 }

@@ -66,7 +66,7 @@ type Config struct {
 	// goroutine that merged it: it must not block.
 	OnEvent func(Event)
 	// Bounds are what one device may originate, as this device takes it
-	// in from peers (bounds.go); zero fields take DefaultBounds.
+	// in from peers (bounds.go); zero fields take their defaults.
 	Bounds Bounds
 	// Listening, if set, reports whether OnEvent has anyone to tell: book
 	// events nobody would read are not made, a batch of hundreds at a

@@ -105,11 +105,11 @@ type Config struct {
 	// OnResidues, if set, merges residues of collected books a peer hands
 	// over (residues.go), without moving any cursor.
 	OnResidues func(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error
-	// RefusedRetry is how long a pull stream whose batches had records refused
-	// (ErrRecordsRefused) runs before it is pulled again, to offer them
-	// again; it doubles for each such stream of a peer in a row, up to an
-	// hour. Default a minute (refused.go).
-	RefusedRetry time.Duration
+	// Reoffer is how long a pull stream whose batches had records refused
+	// (ErrRecordsRefused) runs before it is pulled again, to have them
+	// offered again; it doubles for each such stream of a peer in a row,
+	// up to an hour. Default a minute (refused.go).
+	Reoffer time.Duration
 
 	// caughtEvery, if set, replaces defaultCaughtEvery (tests).
 	caughtEvery time.Duration

@@ -19,40 +19,40 @@ import (
 // what this device holds.
 //
 // The refused records are offered again when the stream is pulled again
-// from the cursor it kept: at the next connection, or when refusedRetry
+// from the cursor it kept: at the next connection, or when reofferAfter
 // ends the stream. Records merged since are merged again as no-ops. The
 // delay doubles for every stream of the peer in a row that refused
 // records, so a writer that stays over its bounds costs a re-send of the
-// peer's changes since the refusal at most once per maxRefusedRetry.
+// peer's changes since the refusal at most once per maxReoffer.
 
 // ErrRecordsRefused is what Store.ApplyRemote returns, wrapped, when it
 // merged a batch but refused some of its records: it did not move the
 // cursor. The store has logged why.
 var ErrRecordsRefused = errors.New("records refused")
 
-// errRefusedRetry ends a stream that refused records, to pull again from
+// errReoffer ends a stream that refused records, to pull again from
 // the cursor it kept.
-var errRefusedRetry = errors.New("pulling again the records this stream refused")
+var errReoffer = errors.New("pulling again the records this stream refused")
 
 const (
-	// defaultRefusedRetry is how long a stream that refused records runs
+	// defaultReoffer is how long a stream that refused records runs
 	// before it is pulled again: about the time a writer's bound takes to
-	// allow a few more records (library.DefaultBounds refills per minute).
-	defaultRefusedRetry = time.Minute
-	// maxRefusedRetry bounds the doubling: a writer refused for good costs
+	// allow a few more records (the library's bounds refill per minute).
+	defaultReoffer = time.Minute
+	// maxReoffer bounds the doubling: a writer refused for good costs
 	// one re-send of what the peer changed since the refusal per period.
-	maxRefusedRetry = time.Hour
+	maxReoffer = time.Hour
 )
 
-// refusedRetry is how long the stream of a peer that refused records runs
+// reofferAfter is how long the stream of a peer that refused records runs
 // before it is pulled again, when inARow streams of the peer before it
 // refused records too.
-func refusedRetry(base time.Duration, inARow int) time.Duration {
+func reofferAfter(base time.Duration, inARow int) time.Duration {
 	d := base
-	for i := 0; i < inARow && d < maxRefusedRetry; i++ {
+	for i := 0; i < inARow && d < maxReoffer; i++ {
 		d *= 2
 	}
-	return min(d, max(base, maxRefusedRetry))
+	return min(d, max(base, maxReoffer))
 }
 
 // streamRefusal is what a puller keeps once records were refused.
@@ -70,20 +70,20 @@ func (h *streamRefusal) stop() {
 }
 
 // refused makes the stream claim nothing from now on (see above), and
-// ends it after refusedRetry. cursor is the stream's cursor before the batch
+// ends it after reofferAfter. cursor is the stream's cursor before the batch
 // whose records were refused.
 func (p *puller) refused(cursor uint64) {
 	n, st := p.n, p.st
 	p.refusal.on, p.refusal.at = true, cursor
 	n.mu.Lock()
-	inARow := st.refusedInARow
-	st.refusedInARow++
+	inARow := st.refusals
+	st.refusals++
 	n.mu.Unlock()
-	base := n.cfg.RefusedRetry
+	base := n.cfg.Reoffer
 	if base <= 0 {
-		base = defaultRefusedRetry
+		base = defaultReoffer
 	}
-	d := refusedRetry(base, inARow)
+	d := reofferAfter(base, inARow)
 	n.log.Debug("records from peer refused; pulling again later", "peer", st.id, "device", st.device, "cursor", cursor, "after", d)
 	p.refusal.retry = time.AfterFunc(d, func() {
 		p.refusal.retried.Store(true)

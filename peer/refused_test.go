@@ -56,7 +56,7 @@ func TestRefusedRecordsRetried(t *testing.T) {
 	}
 	rs := &refusingStore{memStore: b.store, refuse: bookKey(900)}
 	a.start(t, lib, nil)
-	b.start(t, lib, a.node.Addrs(), func(c *Config) { c.Store, c.RefusedRetry = rs, 20*time.Millisecond })
+	b.start(t, lib, a.node.Addrs(), func(c *Config) { c.Store, c.Reoffer = rs, 20*time.Millisecond })
 	poll.Until(t, "B to take all but the refused book", 20*time.Second, func() bool {
 		return b.store.len() == 1499 && rs.refused.Load() > 0
 	})

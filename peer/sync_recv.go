@@ -39,7 +39,7 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 		st.lastErr = err.Error()
 		info := n.info(st)
 		n.mu.Unlock()
-		if errors.Is(err, errRefusedRetry) {
+		if errors.Is(err, errReoffer) {
 			n.log.Info("pulling again from peer: some records it sent were refused, and may be taken now", "peer", st.id, "device", st.device)
 			attempt = -1
 			continue
@@ -156,7 +156,7 @@ func (n *Node) pull(ctx context.Context, st *peerState) error {
 	defer context.AfterFunc(ctx, func() { s.Reset() })()
 	err = p.run(ctx)
 	if p.refusal.retried.Load() {
-		return fmt.Errorf("%w: %w", errRefusedRetry, err)
+		return fmt.Errorf("%w: %w", errReoffer, err)
 	}
 	return err
 }
@@ -361,7 +361,7 @@ func (p *puller) caught(c *wireCaught) error {
 		return nil
 	}
 	n.mu.Lock()
-	st.refusedInARow = 0
+	st.refusals = 0
 	n.mu.Unlock()
 	n.kn.noteFull(st.device, mark{c.Epoch, c.Seq})
 	for _, m := range c.Full {
