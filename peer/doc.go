@@ -130,13 +130,15 @@
 // sends each new change as it commits: a position set on one device is
 // applied on another within milliseconds. The puller decodes and validates
 // every record of a batch (crdt.Decode) before applying any, and applies
-// the batch and the cursor advance in one Store.ApplyRemote call. A bad
-// frame or record closes the stream with the reason logged and nothing of
-// that batch applied; the puller reopens it with backoff. The puller
-// answers every batch it has applied with an Ack of its seq, so the sender
-// knows how far it is delivered (PeerInfo.Delivered; what SyncOnce waits
-// for). An ack that goes back or passes what the stream sent ends the
-// stream.
+// the batch and the cursor advance in one Store.ApplyRemote call (a store
+// may refuse some records of a batch, whose writer is over its bounds: it
+// takes the rest, and the stream then moves no cursor and is pulled again
+// later, refused.go). A bad frame or record closes the stream with the
+// reason logged and nothing of that batch applied; the puller reopens it
+// with backoff. The puller answers every batch it has applied with an Ack
+// of its seq, so the sender knows how far it is delivered
+// (PeerInfo.Delivered; what SyncOnce waits for). An ack that goes back or
+// passes what the stream sent ends the stream.
 //
 // Back-pressure: the puller reads a batch only after it has applied the one
 // before, and the sender keeps at most maxUnacked batches unacknowledged,

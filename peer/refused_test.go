@@ -84,3 +84,25 @@ func TestRefusedRecordsRetried(t *testing.T) {
 		return converged(a.store, b.store) && cur == last
 	})
 }
+
+// The delay before a stream that refused records is pulled again doubles
+// with each such stream of the peer in a row, up to maxReoffer.
+func TestReofferAfter(t *testing.T) {
+	for _, c := range []struct {
+		base   time.Duration
+		inARow int
+		want   time.Duration
+	}{
+		{time.Minute, 0, time.Minute},
+		{time.Minute, 1, 2 * time.Minute},
+		{time.Minute, 5, 32 * time.Minute},
+		{time.Minute, 6, time.Hour},
+		{time.Minute, 1000, time.Hour},
+		{50 * time.Millisecond, 2, 200 * time.Millisecond},
+		{2 * time.Hour, 3, 2 * time.Hour},
+	} {
+		if got := reofferAfter(c.base, c.inARow); got != c.want {
+			t.Errorf("reofferAfter(%v, %d) = %v, want %v", c.base, c.inARow, got, c.want)
+		}
+	}
+}
