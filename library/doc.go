@@ -142,9 +142,10 @@
 //
 // Each concern has a lock of its own, which guards that concern's fields
 // only: the clock, the names, the counts, the clock warnings, the bounds
-// of each writer, the member set, the parked rekey offers, the peer nodes, collection, pairing, and
-// the spawning of goroutines. None is held during network I/O or a store
-// write, and none is held while another is taken, except in this order:
+// of each writer, the member set, the parked rekey offers, the peer nodes,
+// collection, pairing, and the spawning of goroutines. None is held
+// during network I/O or a store write, and none is held while another is
+// taken, except in this order:
 //
 //	moveMu -> any other
 //	parked offers -> member set    (an offer is parked or taken atomically

@@ -162,13 +162,15 @@ func Open(ctx context.Context, cfg Config) (*Library, error) {
 // Start starts the peer network and tombstone collection. Config.OnEvent
 // is called from here on.
 func (l *Library) Start(ctx context.Context) error {
-	// The nodes call back (a member's new secret) from their first
-	// connection on, and what that starts replaces nodes in turn.
+	// The totals of the writers' bounds count the store; until they do,
+	// only the rates are checked.
 	l.spawn(func() {
 		if err := l.countStore(l.life); err != nil && l.life.Err() == nil {
 			l.log.Warn("bounds: only rates are checked until the next start", "err", err)
 		}
 	})
+	// The nodes call back (a member's new secret) from their first
+	// connection on, and what that starts replaces nodes in turn.
 	l.moveMu.Lock()
 	err := l.startNode(ctx, nil)
 	l.moveMu.Unlock()
