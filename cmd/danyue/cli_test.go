@@ -39,10 +39,13 @@ func startDaemonProc(t *testing.T, name string, extra ...string) *daemonProc {
 func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemonProc {
 	t.Helper()
 	args := append([]string{"daemon", "--data", data, "--name", name, "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"}, extra...)
-	cmd := exec.Command(danyueBin, args...)
-	cmd.Stderr = testWriter{t, name}
-	interruptible(cmd)
-	if err := cmd.Start(); err != nil {
+	cmd, err := startProcess(func() *exec.Cmd {
+		cmd := exec.Command(danyueBin, args...)
+		cmd.Stderr = testWriter{t, name}
+		interruptible(cmd)
+		return cmd
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	p := &daemonProc{data: data, cmd: cmd, done: make(chan error, 1)}

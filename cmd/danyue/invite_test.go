@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os/exec"
 	"regexp"
@@ -109,15 +111,20 @@ func startInvite(t *testing.T, p *daemonProc) *runningInvite {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, danyueBin, "invite", "--short", "--data", p.data)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	interruptible(cmd)
-	if err := cmd.Start(); err != nil {
+	var (
+		stdout io.ReadCloser
+		stderr bytes.Buffer
+		perr   error
+	)
+	cmd, err := startProcess(func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, danyueBin, "invite", "--short", "--data", p.data)
+		stdout, perr = cmd.StdoutPipe()
+		stderr.Reset()
+		cmd.Stderr = &stderr
+		interruptible(cmd)
+		return cmd
+	})
+	if err = errors.Join(perr, err); err != nil {
 		t.Fatal(err)
 	}
 	ri := &runningInvite{cmd: cmd, out: &bytes.Buffer{}, done: make(chan error, 1)}

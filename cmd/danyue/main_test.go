@@ -62,12 +62,19 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 // runCLIWith runs the built binary with args, extra environment and stdin.
 func runCLIWith(t *testing.T, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
-	cmd := exec.CommandContext(context.Background(), danyueBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	cmd, err := startProcess(func() *exec.Cmd {
+		cmd := exec.CommandContext(context.Background(), danyueBin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+		stdout.Reset()
+		stderr.Reset()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		return cmd
+	})
+	if err == nil {
+		err = cmd.Wait()
+	}
 	code := 0
 	if exitErr, ok := err.(*exec.ExitError); ok {
 		code = exitErr.ExitCode()
@@ -75,6 +82,26 @@ func runCLIWith(t *testing.T, env []string, stdin string, args ...string) cliRes
 		t.Fatalf("run danyue %s: %v", strings.Join(args, " "), err)
 	}
 	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+// startProcess starts the command newCmd returns. Under wine (DANYUE_WINE,
+// set by .ci/wine), process creation now and then fails on a loaded
+// machine with ERROR_INTERNAL_ERROR before the program runs at all; a
+// start that failed ran nothing, so it is tried again, with a new command,
+// a few times. Elsewhere a failed start is final.
+func startProcess(newCmd func() *exec.Cmd) (*exec.Cmd, error) {
+	tries := 1
+	if os.Getenv("DANYUE_WINE") != "" {
+		tries = 3
+	}
+	var err error
+	for range tries {
+		cmd := newCmd()
+		if err = cmd.Start(); err == nil {
+			return cmd, nil
+		}
+	}
+	return nil, err
 }
 
 func TestUnknownCommandIsUsageError(t *testing.T) {
