@@ -4,7 +4,7 @@
 # the binaries one package at a time under an emulator, with a time limit per
 # package, a log per package and a line per package:
 #
-#   wine: windows/amd64 ok   ./crdt        312 passed, 0 failed, 4 skipped in 61s
+#   wine: windows/amd64 ok   ./crdt        P passed, F failed, S skipped in Ts
 #
 # The script that sources it sets emu_name (wine, qemu), emu_target
 # (GOOS/GOARCH), emu_exe (.exe or nothing) and defines emu_run BINARY LOG
