@@ -3,6 +3,7 @@ package peer
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -178,6 +179,11 @@ func (n *Node) startConnLocked(st *peerState) {
 	}
 }
 
+// errClosedBeforeHello is the note left on a member whose connection
+// ended before its first hello.
+var errClosedBeforeHello = errors.New("the connection closed before the peer's first hello; " +
+	"if this repeats, it may have removed this device from the library or moved to a secret this device lacks")
+
 func (n *Node) onDisconnected(id lpeer.ID) {
 	n.mu.Lock()
 	st := n.peers[id]
@@ -192,6 +198,14 @@ func (n *Node) onDisconnected(id lpeer.ID) {
 		st.dialCount, st.nextDial = 0, time.Time{}
 	}
 	announced := st.announced
+	if !announced && st.lastErr == "" && n.ctx.Err() == nil && !n.cfg.Restricted && n.isMember(st.device) {
+		// A member that lets the connection up and drops it before any
+		// hello (a node on a superseded secret that does not admit us, a
+		// gater that refused us once it knew who we are) leaves no failed
+		// dial or stream behind: without this the peer would look merely
+		// offline, and the user would not learn that it refuses us.
+		st.lastErr = errClosedBeforeHello.Error()
+	}
 	st.announced, st.skewWarned, st.theyPull = false, false, false
 	n.progressedLocked()
 	info := n.info(st)

@@ -68,6 +68,16 @@ func TestRestrictedNodeOffersOnlyToMembers(t *testing.T) {
 	if a.store.len() != 0 {
 		t.Fatalf("the restricted node synced %d records", a.store.len())
 	}
+	// C is told why, whether its dial failed or the node dropped the
+	// connection its side had already set up.
+	poll.Until(t, "C to note that A refuses it", 30*time.Second, func() bool {
+		for _, p := range c.node.Peers() {
+			if p.ID == a.id {
+				return !p.Connected && p.LastError != ""
+			}
+		}
+		return false
+	})
 }
 
 // OfferRekey reaches every connected peer but those skipped, and reports
