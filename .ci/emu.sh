@@ -41,9 +41,13 @@ emu_install() {
 	fi
 	echo "$emu_name: installing ${want[*]}"
 	local start=$SECONDS
-	apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null ||
-		return 1
+	# .ci/wine and .ci/android run side by side: one apt at a time.
+	mkdir -p "$emu_cache"
+	(
+		flock 8
+		apt-get update -qq &&
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null
+	) 8>"$emu_cache/apt.lock" || return 1
 	echo "$emu_name: installed in $((SECONDS - start))s"
 }
 
