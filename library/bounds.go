@@ -3,6 +3,8 @@ package library
 import (
 	"sync"
 	"time"
+
+	"github.com/danyue/danyue/crdt"
 )
 
 // Bounds on what one device originates, as this device takes it in.
@@ -10,11 +12,13 @@ import (
 // A record's writer is the device of its newest stamp: the device whose
 // write made the record what it is. Records arrive from any peer, relayed
 // or not, and each one that would change this store is charged to its
-// writer: a token of the writer's bucket, and, if the record would become
-// the writer's (new here, or last written by another device), a place
-// under the writer's total. A record over either bound is refused, and
-// the rest of its batch is taken (merge.go, peer.ErrRecordsRefused).
-// Records this device writes itself, through its API, are never checked.
+// writer's unit: the writer together with the devices that added it, up
+// to one this device added itself (bounds_units.go says which and why). A
+// record takes a token of the unit's bucket and, if it would become the
+// unit's (new here, or last written by a device of another unit), a place
+// under the unit's total. A record over either bound is refused, and the
+// rest of its batch is taken (merge.go, peer.ErrRecordsRefused). Records
+// this device writes itself, through its API, are never checked.
 //
 // A stamp's device is what the record says: a member can stamp records
 // with another device's id. So a writer counts as itself only when it is
@@ -45,10 +49,13 @@ type Bounds struct {
 // largest library the project measures is 100,000 books written through
 // one device; a device that joins, or heals after a partition, takes such
 // a library in one go, so the burst and the total are two and a half
-// times that. A person writes a position every few seconds while reading;
-// the refill lets a writer that spent its burst go on importing at a pace
-// at which a second library of that size takes minutes, not hours. A
-// flood is held to that pace, and by the total to a bounded size.
+// times that. A unit (bounds_units.go) may be every device of the library
+// but this one and those it added: a whole library, as a join takes it,
+// which is what these allow. A person writes a position every few seconds
+// while reading; the refill lets a unit that spent its burst go on
+// importing at a pace at which a second library of that size takes
+// minutes, not hours. A flood is held to that pace, and by the total to a
+// bounded size.
 const (
 	DefaultBurst     = 250_000
 	DefaultPerMinute = 10_000
@@ -138,51 +145,97 @@ func (v verdict) String() string {
 	return "admitted"
 }
 
-// writer is what the bounds keep of one writer.
+// writer is what the bounds keep of one charge unit (named writer, as
+// it is one writer but for the devices added through it).
 type writer struct {
 	bucket
-	live    int // records of the store whose last writer it is
+	live    int // records of the store whose last writer is of the unit
 	pending int // records admitted in batches not yet committed
 	refusal refusal
 }
 
-// writerBounds keeps the bounds of every writer. It has a lock of its
-// own: batches from several peers are admitted while local writes and the
-// API read it. Its size is bounded by the members the library ever had,
-// plus one for every other writer.
+// writerBounds keeps the bounds of every unit. It has a lock of its own:
+// batches from several peers are admitted while local writes and the API
+// read it. Its size is bounded by the members the library ever had, plus
+// one for every other writer.
 type writerBounds struct {
-	mu      sync.Mutex
-	b       Bounds
+	mu sync.Mutex
+	b  Bounds
+	// writers are the units' bounds, by unit.
 	writers map[writerKey]*writer
+	// live counts the records of the store by last writer, a device's
+	// key: the units' live are its sums, worked out again when the units
+	// change.
+	live map[writerKey]int
+	// unitOf is the unit of each device key that is not its own unit, as
+	// the member set worked it out in generation unitsGen.
+	unitOf   map[writerKey]writerKey
+	unitsGen uint64
 	// counted: live holds the counts of the store (the scan at start
-	// finished); until then only the rate is checked.
+	// finished); until then only the rates are checked.
 	counted bool
 }
 
-// writerKey is a writer that is or was a member, or 0 for every other.
+// writerKey is a writer that is or was a member, or 0 for every other; a
+// unit is named by the key of the device where its chain ends.
 type writerKey = uint64
 
-func (w *writerBounds) get(k writerKey) *writer {
+// unitLocked returns the unit of device key k.
+func (w *writerBounds) unitLocked(k writerKey) writerKey {
+	if u, ok := w.unitOf[k]; ok {
+		return u
+	}
+	return k
+}
+
+// setUnitsLocked takes the units of generation gen (device to unit, of
+// every device that counts), if it is newer than those held, and sums the
+// units' live records again.
+func (w *writerBounds) setUnitsLocked(gen uint64, units map[crdt.DeviceID]crdt.DeviceID) {
+	if gen <= w.unitsGen {
+		return
+	}
+	w.unitsGen = gen
+	w.unitOf = make(map[writerKey]writerKey)
+	for d, u := range units {
+		if d != u {
+			w.unitOf[writerKey(d)] = writerKey(u)
+		}
+	}
+	for _, wr := range w.writers {
+		wr.live = 0
+	}
+	for k, n := range w.live {
+		w.get(w.unitLocked(k)).live += n
+	}
+}
+
+// get returns the bounds of unit u.
+func (w *writerBounds) get(u writerKey) *writer {
 	if w.writers == nil {
 		w.writers = make(map[writerKey]*writer)
 	}
-	wr, ok := w.writers[k]
+	wr, ok := w.writers[u]
 	if !ok {
 		wr = &writer{}
-		w.writers[k] = wr
+		w.writers[u] = wr
 	}
 	return wr
 }
 
-// admitLocked decides on one record of writer k that would change the
-// store; claims says whether it would become k's. An admitted record that
+// admitLocked decides on one record of unit u that would change the
+// store; claims says whether it would become u's. An admitted record that
 // claims a place is pending until settleLocked.
-func (w *writerBounds) admitLocked(k writerKey, claims bool, nowMs uint64) verdict {
-	wr := w.get(k)
+func (w *writerBounds) admitLocked(u writerKey, claims bool, nowMs uint64) verdict {
+	return w.admitWithLocked(&w.get(u).bucket, w.b, u, claims, nowMs)
+}
+
+func (w *writerBounds) admitWithLocked(k *bucket, rate Bounds, u writerKey, claims bool, nowMs uint64) verdict {
+	wr := w.get(u)
 	if claims && w.counted && wr.live+wr.pending >= w.b.Total {
 		return overTotal
 	}
-	if !wr.bucket.take(nowMs, w.b) {
+	if !k.take(nowMs, rate) {
 		return overRate
 	}
 	if claims {
@@ -194,48 +247,57 @@ func (w *writerBounds) admitLocked(k writerKey, claims bool, nowMs uint64) verdi
 // settleLocked ends the pending places of a batch, committed or not: a
 // committed batch's records are counted by movedLocked.
 func (w *writerBounds) settleLocked(pending map[writerKey]int) {
-	for k, n := range pending {
-		wr := w.get(k)
+	for u, n := range pending {
+		wr := w.get(u)
 		wr.pending = max(0, wr.pending-n)
 	}
 }
 
-// movedLocked counts a record whose last writer went from one key to
-// another (had, has: whether there was one before and is one now).
+// movedLocked counts a record whose last writer went from one device key
+// to another (had, has: whether there was one before and is one now).
 func (w *writerBounds) movedLocked(from writerKey, had bool, to writerKey, has bool) {
 	if had && has && from == to {
 		return
 	}
 	if had {
-		wr := w.get(from)
-		wr.live = max(0, wr.live-1)
+		w.addLiveLocked(from, -1)
 	}
 	if has {
-		w.get(to).live++
+		w.addLiveLocked(to, 1)
 	}
 }
 
-// refusal is what was refused of one writer, for the log and the status.
-type refusal struct {
-	total    uint64  // records refused since the library opened
-	unlogged uint64  // refused since the last log line
-	why      verdict // the latest reason
-	firstMs  uint64  // wall ms of the first refusal
-	lastMs   uint64  // of the latest
-	loggedMs uint64  // of the latest log line; 0: none yet
+// addLiveLocked counts n more records (or fewer) whose last writer is
+// device key k.
+func (w *writerBounds) addLiveLocked(k writerKey, n int) {
+	if w.live == nil {
+		w.live = make(map[writerKey]int)
+	}
+	w.live[k] = max(0, w.live[k]+n)
+	wr := w.get(w.unitLocked(k))
+	wr.live = max(0, wr.live+n)
 }
 
-// refusedLocked notes n records of k refused for why, and reports whether
-// a log line is due: the first refusal, then at most one a minute.
-func (w *writerBounds) refusedLocked(k writerKey, n int, why verdict, nowMs uint64) (r refusal, logNow bool) {
-	wr := w.get(k)
-	f := &wr.refusal
+// refusal is what was refused of one unit, for the log and the status.
+type refusal struct {
+	total    uint64    // records refused since the library opened
+	unlogged uint64    // refused since the last log line
+	why      verdict   // the latest reason
+	writer   writerKey // the device of the latest record refused
+	firstMs  uint64    // wall ms of the first refusal
+	lastMs   uint64    // of the latest
+	loggedMs uint64    // of the latest log line; 0: none yet
+}
+
+// note notes n records of device key k refused for why, and reports
+// whether a log line is due: the first refusal, then at most one a minute.
+func (f *refusal) note(k writerKey, n int, why verdict, nowMs uint64) (r refusal, logNow bool) {
 	if f.total == 0 {
 		f.firstMs = nowMs
 	}
 	f.total += uint64(n)
 	f.unlogged += uint64(n)
-	f.why, f.lastMs = why, nowMs
+	f.why, f.writer, f.lastMs = why, k, nowMs
 	if f.loggedMs == 0 || nowMs >= f.loggedMs+minuteMs {
 		r = *f
 		f.loggedMs, f.unlogged = max(nowMs, 1), 0
@@ -244,11 +306,16 @@ func (w *writerBounds) refusedLocked(k writerKey, n int, why verdict, nowMs uint
 	return *f, false
 }
 
+// refusedLocked notes n records of device key k, of unit u, refused.
+func (w *writerBounds) refusedLocked(u, k writerKey, n int, why verdict, nowMs uint64) (refusal, bool) {
+	return w.get(u).refusal.note(k, n, why, nowMs)
+}
+
 // reserveLocked takes n tokens and, if the totals are counted, n places
-// of k at once, if there are that many; it is the quick path of a batch
-// whose records k's bounds allow whatever they turn out to change.
-func (w *writerBounds) reserveLocked(k writerKey, n int, nowMs uint64) bool {
-	wr := w.get(k)
+// of unit u at once, if there are that many; it is the quick path of a
+// batch whose records u's bounds allow whatever they turn out to change.
+func (w *writerBounds) reserveLocked(u writerKey, n int, nowMs uint64) bool {
+	wr := w.get(u)
 	wr.bucket.refill(nowMs, w.b)
 	if wr.parts < uint64(n)*minuteMs || (w.counted && wr.live+wr.pending+n > w.b.Total) {
 		return false
@@ -258,9 +325,9 @@ func (w *writerBounds) reserveLocked(k writerKey, n int, nowMs uint64) bool {
 	return true
 }
 
-// refundLocked gives n tokens back to k: records reserved that changed
-// nothing.
-func (w *writerBounds) refundLocked(k writerKey, n int) {
-	wr := w.get(k)
+// refundLocked gives n tokens back to unit u: records reserved that
+// changed nothing.
+func (w *writerBounds) refundLocked(u writerKey, n int) {
+	wr := w.get(u)
 	wr.parts = min(uint64(w.b.Burst)*minuteMs, wr.parts+uint64(n)*minuteMs)
 }

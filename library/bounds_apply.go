@@ -32,35 +32,66 @@ func (l *Library) keyOf(d crdt.DeviceID) writerKey {
 	return 0
 }
 
-// admission is what the bounds decided of one batch.
+// syncUnits takes the member set's charge units into the bounds, if they
+// changed since the bounds took them.
+func (l *Library) syncUnits() {
+	l.bounds.mu.Lock()
+	have := l.bounds.unitsGen
+	l.bounds.mu.Unlock()
+	units, gen, changed := l.members.unitsAfter(have)
+	if !changed {
+		return
+	}
+	l.bounds.mu.Lock()
+	defer l.bounds.mu.Unlock()
+	l.bounds.setUnitsLocked(gen, units)
+}
+
+// admission is what the bounds decided of one batch. Its maps are by unit
+// (bounds_units.go).
 type admission struct {
 	entries  []crdt.Entry         // what is taken
-	keys     map[string]writerKey // the writer key of each entry taken, by record id
+	keys     map[string]writerKey // the unit of each entry taken, by record id
 	reserved map[writerKey]int    // tokens and places taken for the batch
 	refused  map[writerKey]int
 	why      map[writerKey]verdict
+	writer   map[writerKey]writerKey // the device of a record refused, by unit
+}
+
+// refuse notes a record of device key k, of unit u, refused for why.
+func (a *admission) refuse(u, k writerKey, why verdict) {
+	if a.refused == nil {
+		a.refused, a.why, a.writer = map[writerKey]int{}, map[writerKey]verdict{}, map[writerKey]writerKey{}
+	}
+	a.refused[u]++
+	a.why[u], a.writer[u] = why, k
 }
 
 // admit decides which entries of a batch from a peer the bounds take.
-// For every writer whose bounds allow the whole of its part of the batch,
+// For every unit whose bounds allow the whole of its part of the batch,
 // that part is taken at once; otherwise each of its records is read from
 // the store, and what would change nothing is taken for free.
 func (l *Library) admit(ctx context.Context, entries []crdt.Entry) (*admission, error) {
+	l.syncUnits()
 	a := &admission{keys: make(map[string]writerKey, len(entries)), reserved: map[writerKey]int{}}
 	keys := make([]writerKey, len(entries))
-	count := map[writerKey]int{}
 	for i := range entries {
 		keys[i] = l.keyOf(writerOf(&entries[i]))
-		count[keys[i]]++
 	}
+	units := make([]writerKey, len(entries))
+	count := map[writerKey]int{}
 	now := l.wallMs()
 	slow := map[writerKey]bool{}
 	l.bounds.mu.Lock()
-	for k, n := range count {
-		if l.bounds.reserveLocked(k, n, now) {
-			a.reserved[k] = n
+	for i, k := range keys {
+		units[i] = l.bounds.unitLocked(k)
+		count[units[i]]++
+	}
+	for u, n := range count {
+		if l.bounds.reserveLocked(u, n, now) {
+			a.reserved[u] = n
 		} else {
-			slow[k] = true
+			slow[u] = true
 		}
 	}
 	l.bounds.mu.Unlock()
@@ -69,37 +100,33 @@ func (l *Library) admit(ctx context.Context, entries []crdt.Entry) (*admission, 
 		a.entries = make([]crdt.Entry, 0, len(entries))
 	}
 	for i := range entries {
-		e, k := &entries[i], keys[i]
-		if slow[k] {
-			v, charged, err := l.admitOne(ctx, e, k, now)
+		e, u := &entries[i], units[i]
+		if slow[u] {
+			v, charged, err := l.admitOne(ctx, a, e, u, now)
 			if err != nil {
 				l.settle(a)
 				return nil, err
 			}
 			if v != admitted {
-				if a.refused == nil {
-					a.refused, a.why = map[writerKey]int{}, map[writerKey]verdict{}
-				}
-				a.refused[k]++
-				a.why[k] = v
+				a.refuse(u, keys[i], v)
 				continue
 			}
 			if charged {
-				a.reserved[k]++
+				a.reserved[u]++
 			}
 		}
 		if len(slow) > 0 {
 			a.entries = append(a.entries, *e)
 		}
-		a.keys[string(e.AppendID(nil))] = k
+		a.keys[string(e.AppendID(nil))] = u
 	}
 	return a, nil
 }
 
-// admitOne decides on one record of writer k, read against the store: a
+// admitOne decides on one record of unit u, read against the store: a
 // record that would change nothing is taken without a token (charged
 // false).
-func (l *Library) admitOne(ctx context.Context, e *crdt.Entry, k writerKey, now uint64) (v verdict, charged bool, err error) {
+func (l *Library) admitOne(ctx context.Context, a *admission, e *crdt.Entry, u writerKey, now uint64) (v verdict, charged bool, err error) {
 	cur, found, err := l.store.Get(ctx, e.AppendID(nil))
 	if err != nil {
 		return admitted, false, err
@@ -112,14 +139,17 @@ func (l *Library) admitOne(ctx context.Context, e *crdt.Entry, k writerKey, now 
 			// A record that does not merge fails the batch in the store.
 			return admitted, false, nil
 		}
-		claims = l.keyOf(writerOf(&merged)) == k && l.keyOf(writerOf(&cur)) != k
+		mk, ck := l.keyOf(writerOf(&merged)), l.keyOf(writerOf(&cur))
+		l.bounds.mu.Lock()
+		claims = l.bounds.unitLocked(mk) == u && l.bounds.unitLocked(ck) != u
+		l.bounds.mu.Unlock()
 	}
 	l.bounds.mu.Lock()
 	defer l.bounds.mu.Unlock()
-	v = l.bounds.admitLocked(k, claims, now)
+	v = l.bounds.admitLocked(u, claims, now)
 	if v == admitted && !claims {
 		// admitLocked took no place; settle gives back one per token.
-		l.bounds.get(k).pending++
+		l.bounds.get(u).pending++
 	}
 	return v, v == admitted, nil
 }
@@ -130,16 +160,16 @@ func (l *Library) admitOne(ctx context.Context, e *crdt.Entry, k writerKey, now 
 func (l *Library) settle(a *admission, changes ...store.Change) {
 	used := map[writerKey]int{}
 	for i := range changes {
-		if k, ok := a.keys[string(changes[i].Entry.AppendID(nil))]; ok {
-			used[k]++
+		if u, ok := a.keys[string(changes[i].Entry.AppendID(nil))]; ok {
+			used[u]++
 		}
 	}
 	l.bounds.mu.Lock()
 	defer l.bounds.mu.Unlock()
 	l.bounds.settleLocked(a.reserved)
-	for k, n := range a.reserved {
-		if n > used[k] {
-			l.bounds.refundLocked(k, n-used[k])
+	for u, n := range a.reserved {
+		if n > used[u] {
+			l.bounds.refundLocked(u, n-used[u])
 		}
 	}
 }
@@ -186,7 +216,7 @@ func (l *Library) countStore(ctx context.Context) error {
 	l.bounds.mu.Lock()
 	defer l.bounds.mu.Unlock()
 	for k, n := range counts {
-		l.bounds.get(k).live += n
+		l.bounds.addLiveLocked(k, n)
 	}
 	l.bounds.counted = true
 	return nil
@@ -195,18 +225,18 @@ func (l *Library) countStore(ctx context.Context) error {
 // noteRefused logs and keeps what a batch from peer from refused.
 func (l *Library) noteRefused(a *admission, from crdt.DeviceID) {
 	now := l.wallMs()
-	for k, n := range a.refused {
+	for u, n := range a.refused {
 		l.bounds.mu.Lock()
-		r, logNow := l.bounds.refusedLocked(k, n, a.why[k], now)
-		total := l.bounds.b.Total
+		r, logNow := l.bounds.refusedLocked(u, a.writer[u], n, a.why[u], now)
+		b := l.bounds.b
 		l.bounds.mu.Unlock()
 		if !logNow {
 			continue
 		}
-		dev := crdt.DeviceID(k)
+		dev, unit := crdt.DeviceID(r.writer), crdt.DeviceID(u)
 		l.log.Warn("refused records of a device over its bounds; they are taken when its bounds allow again, or never once it is forgotten",
-			"device", dev, "name", l.writerName(k), "why", r.why.String(), "refused", r.unlogged, "refused_total", r.total,
-			"bound_total", total, "via", from)
+			"device", dev, "name", l.writerName(r.writer), "bound_of", unit, "bound_name", l.writerName(u), "why", r.why.String(),
+			"refused", r.unlogged, "refused_total", r.total, "bound_total", b.Total, "via", from)
 	}
 }
 
@@ -219,24 +249,27 @@ func (l *Library) writerName(k writerKey) string {
 }
 
 // BoundsWarning is a device whose records this device refused, being over
-// the bounds of what one device may originate.
+// the bounds of what one device may originate: the bounds of its unit
+// (bounds_units.go), which it may share with the devices that added it
+// and those they added.
 type BoundsWarning struct {
-	Writer  crdt.DeviceID // 0: the devices that never were members, together
-	Name    string        // its name now, "" if it never told
-	Reason  string        // the bound of the latest refusal: "rate" or "total"
-	Refused uint64        // records refused since the library opened (one offered again counts again)
-	First   time.Time     // the first refusal
-	Last    time.Time     // the latest
+	Writer crdt.DeviceID // the device of the latest record refused; 0: the devices that never were members
+	Name   string        // its name now, "" if it never told
+	// Bound is the device whose unit's bounds Writer's records spend:
+	// Writer itself, or the device where its "added by" chain ends.
+	Bound     crdt.DeviceID
+	BoundName string
+	Reason    string    // the bound of the latest refusal: "rate" or "total"
+	Refused   uint64    // records of the unit refused since the library opened (one offered again counts again)
+	First     time.Time // the first refusal
+	Last      time.Time // the latest
 }
 
 // Message says the warning to a person.
 func (w BoundsWarning) Message() string {
-	who := w.Name
-	switch {
-	case w.Writer == 0:
-		who = "devices that are not members"
-	case who == "":
-		who = "device " + w.Writer.String()
+	who := deviceWords(w.Writer, w.Name)
+	if w.Bound != w.Writer {
+		who = fmt.Sprintf("%s, counted with %s and the devices added through it,", who, deviceWords(w.Bound, w.BoundName))
 	}
 	what := "more records per minute"
 	if w.Reason == "total" {
@@ -246,24 +279,38 @@ func (w BoundsWarning) Message() string {
 		who, what, w.Refused, w.Last.UTC().Format(time.RFC3339))
 }
 
-// BoundsWarnings returns the writers whose records were refused within
-// the last hour, in device id order.
+// deviceWords names device d, of name name, in a sentence.
+func deviceWords(d crdt.DeviceID, name string) string {
+	switch {
+	case d == 0:
+		return "devices that are not members"
+	case name == "":
+		return "device " + d.String()
+	}
+	return name
+}
+
+// BoundsWarnings returns a warning for each unit whose records were
+// refused within the last hour, in device id order of their writers.
 func (l *Library) BoundsWarnings() []BoundsWarning {
 	now := l.wallMs()
 	var out []BoundsWarning
 	l.bounds.mu.Lock()
-	for k, wr := range l.bounds.writers {
+	for u, wr := range l.bounds.writers {
 		f := wr.refusal
 		if f.total == 0 || f.lastMs+uint64(refusalWarnFor/time.Millisecond) < now {
 			continue
 		}
-		out = append(out, BoundsWarning{Writer: crdt.DeviceID(k), Reason: f.why.reason(), Refused: f.total,
+		out = append(out, BoundsWarning{Writer: crdt.DeviceID(f.writer), Bound: crdt.DeviceID(u), Reason: f.why.reason(), Refused: f.total,
 			First: time.UnixMilli(int64(f.firstMs)), Last: time.UnixMilli(int64(f.lastMs))})
 	}
 	l.bounds.mu.Unlock()
 	for i := range out {
 		if out[i].Writer != 0 {
 			out[i].Name = l.names.get(out[i].Writer)
+		}
+		if out[i].Bound != 0 {
+			out[i].BoundName = l.names.get(out[i].Bound)
 		}
 	}
 	slices.SortFunc(out, func(a, b BoundsWarning) int { return cmp.Compare(a.Writer, b.Writer) })

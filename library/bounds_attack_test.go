@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,4 +196,94 @@ func TestRogueTotalIsBounded(t *testing.T) {
 	if n := writtenBy(t, v, r.Self()); n != total {
 		t.Fatalf("V holds %d records of R, want its total %d", n, total)
 	}
+}
+
+// A rogue member mints member records for devices it invents, and floods
+// the library with records of its own and of each of them (a modified
+// build stamps them with their ids). The victim counts the rogue and
+// every device added through it as one unit: it takes one burst of all
+// of them together, logs one line and shows one warning that names the
+// rogue, and keeps taking an honest member's writes. What it refused is
+// taken as the victim's clock lets the unit's bucket refill. Before the
+// units, each invented device had a burst of its own, and the victim
+// took a burst per device.
+func TestRogueInventedDevicesShareOneBound(t *testing.T) {
+	const (
+		burst    = 40
+		invented = 4
+		flood    = 50 // per device: past the burst of each
+	)
+	var offset atomic.Int64 // the victim's clock, moved by hand
+	base := time.Now()
+	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
+	v := openLibrary(t, "V", func(cfg *Config) {
+		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+		cfg.Bounds = Bounds{Burst: burst, PerMinute: burst / 4, Total: 100 * flood, Retry: 50 * time.Millisecond}
+		cfg.Logger = slog.New(logs)
+	})
+	r, a := openLibrary(t, "R", nil), openLibrary(t, "A", nil)
+	joinByCode(t, r, v)
+	joinByCode(t, a, v)
+	poll.Until(t, "V to hold R and A for members, know R's name, and sync with them", time.Minute, func() bool {
+		return v.members.current(r.Self()) && v.members.current(a.Self()) && v.names.get(r.Self()) == "R" && connected(v, r) && connected(v, a)
+	})
+	ctx := ctxT(t)
+	rogues := []crdt.DeviceID{r.Self()}
+	for i := range invented {
+		d := crdt.DeviceID(0xdead_0000 + i)
+		if err := r.addMember(ctx, d, "invented"); err != nil {
+			t.Fatal(err)
+		}
+		rogues = append(rogues, d)
+	}
+	poll.Until(t, "V to hold the invented devices for members", time.Minute, func() bool {
+		for _, d := range rogues {
+			if !v.members.current(d) {
+				return false
+			}
+		}
+		return true
+	})
+	heldOf := func(l *Library) (n int) {
+		for _, d := range rogues {
+			n += writtenBy(t, l, d)
+		}
+		return n
+	}
+	before := heldOf(v)
+	for i := range flood {
+		for j, d := range rogues {
+			mustDo(r.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) {
+				at.Device = d
+				return crdt.SetPosition(floodKey(j*flood+i), at, uint64(i+1), 0.5)
+			}))(t)
+		}
+	}
+	honest := crdt.MustParseBookKey("md5:00000000000000000000000000000a11")
+	mustDo(a.SetPosition(ctx, honest, 1, 0.01, "honest"))(t)
+	poll.Until(t, "V to refuse the rest of the flood and take A's write", time.Minute, func() bool {
+		return len(v.BoundsWarnings()) > 0 && hasBook(t, v, honest)
+	})
+	held := heldOf(v)
+	t.Logf("V holds %d records of R and its %d devices after the flood, %d before", held, invented, before)
+	if held > burst || held <= before {
+		t.Fatalf("V holds %d records of R and the devices it added (%d before the flood), want more, and at most one burst %d", held, before, burst)
+	}
+	ws := v.BoundsWarnings()
+	if len(ws) != 1 || ws[0].Bound != r.Self() || ws[0].BoundName != "R" || !slices.Contains(rogues, ws[0].Writer) {
+		t.Fatalf("V's warnings %+v, want one, of R's unit", ws)
+	}
+	if lines := logs.matching("refused records", "bound_of="+r.Self().String()); len(lines) != 1 {
+		t.Fatalf("V logged %d warnings of refused records of R's unit, want one: %q", len(lines), lines)
+	}
+	later := crdt.MustParseBookKey("md5:00000000000000000000000000000a12")
+	mustDo(a.SetPosition(ctx, later, 2, 0.02, "honest, later"))(t)
+	poll.Until(t, "V to take A's later write", time.Minute, func() bool { return hasBook(t, v, later) })
+
+	// Time passes at V: the refused records are offered again and taken.
+	all := heldOf(r)
+	poll.Until(t, "V to take all of the unit's records as its bounds allow", 2*time.Minute, func() bool {
+		offset.Add(int64(4 * time.Minute))
+		return heldOf(v) == all
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	"github.com/danyue/danyue/crdt"
 )
 
 // The rule of bounds.go, with literal times: a writer's bucket gives at
@@ -158,7 +160,7 @@ func TestRefusalLogsOncePerMinute(t *testing.T) {
 	}
 	for i, s := range steps {
 		w.mu.Lock()
-		r, logNow := w.refusedLocked(7, int(s.n), overRate, s.at)
+		r, logNow := w.refusedLocked(7, 7, int(s.n), overRate, s.at)
 		w.mu.Unlock()
 		if logNow != s.log || (logNow && r.unlogged != s.unlogged) {
 			t.Errorf("step %d: log %v with %d refused, want %v with %d", i, logNow, r.unlogged, s.log, s.unlogged)
@@ -167,4 +169,101 @@ func TestRefusalLogsOncePerMinute(t *testing.T) {
 	if r := w.get(7).refusal; r.total != 12 || r.firstMs != t0 {
 		t.Errorf("refusal %+v, want 12 in all since %d", r, t0)
 	}
+}
+
+// TestUnitTotal: the devices of one unit share its total, whichever of
+// them the records are of; a unit that the units' change made larger than
+// its total (two merged) takes no place until it is back under it.
+func TestUnitTotal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := genBounds(t)
+		b.Burst = 1 << 20 // only the total here
+		w := writerBounds{b: b, counted: true}
+		const rogue, invented, honest writerKey = 7, 8, 9
+		gen := uint64(0)
+		for range rapid.IntRange(1, 60).Draw(t, "batches") {
+			if rapid.IntRange(0, 5).Draw(t, "units change") == 0 {
+				gen++
+				units := map[crdt.DeviceID]crdt.DeviceID{}
+				if rapid.Bool().Draw(t, "invented in the rogue's unit") {
+					units[crdt.DeviceID(invented)] = crdt.DeviceID(rogue)
+				}
+				w.mu.Lock()
+				w.setUnitsLocked(gen, units)
+				w.mu.Unlock()
+			}
+			w.mu.Lock()
+			before := map[writerKey]int{}
+			for _, k := range []writerKey{rogue, invented} {
+				before[w.unitLocked(k)] = w.get(w.unitLocked(k)).live
+			}
+			pending := map[writerKey]int{}
+			var claimed []writerKey
+			for range rapid.IntRange(1, 40).Draw(t, "records") {
+				k := rapid.SampledFrom([]writerKey{rogue, invented}).Draw(t, "writer")
+				u := w.unitLocked(k)
+				claims := rapid.Bool().Draw(t, "claims")
+				switch v := w.admitLocked(u, claims, 1); {
+				case v == admitted && claims:
+					pending[u]++
+					claimed = append(claimed, k)
+				case v == admitted:
+					w.get(u).pending++
+					pending[u]++
+				}
+			}
+			if rapid.Bool().Draw(t, "committed") {
+				for _, k := range claimed {
+					w.movedLocked(honest, rapid.Bool().Draw(t, "was another's"), k, true)
+				}
+			}
+			w.settleLocked(pending)
+			for u, had := range before {
+				if wr := w.get(u); wr.live > max(b.Total, had) || wr.pending != 0 {
+					t.Fatalf("unit %d holds %d records (%d before), %d pending, past its total %d", u, wr.live, had, wr.pending, b.Total)
+				}
+			}
+			for range rapid.IntRange(0, 3).Draw(t, "taken over") {
+				k := rapid.SampledFrom([]writerKey{rogue, invented}).Draw(t, "from")
+				if w.live[k] > 0 {
+					w.movedLocked(k, true, honest, true)
+				}
+			}
+			w.mu.Unlock()
+		}
+	})
+}
+
+// TestUnitLiveSums: a unit's records are the sum of its devices', through
+// any moves and any change of the units.
+func TestUnitLiveSums(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var w writerBounds
+		keys := []writerKey{0, 1, 2, 3, 4, 5}
+		gen := uint64(0)
+		for range rapid.IntRange(1, 100).Draw(t, "steps") {
+			if rapid.IntRange(0, 4).Draw(t, "units change") == 0 {
+				gen++
+				units := map[crdt.DeviceID]crdt.DeviceID{}
+				for _, k := range keys[1:] {
+					units[crdt.DeviceID(k)] = crdt.DeviceID(rapid.SampledFrom(keys[1:]).Draw(t, "unit"))
+				}
+				// A stale generation changes nothing.
+				w.setUnitsLocked(gen-uint64(rapid.IntRange(0, 1).Draw(t, "stale")), units)
+				gen = max(gen, w.unitsGen)
+			}
+			from, to := rapid.SampledFrom(keys).Draw(t, "from"), rapid.SampledFrom(keys).Draw(t, "to")
+			had := w.live[from] > 0 && rapid.Bool().Draw(t, "had")
+			w.movedLocked(from, had, to, true)
+			sums := map[writerKey]int{}
+			for k, n := range w.live {
+				sums[w.unitLocked(k)] += n
+			}
+			for u, wr := range w.writers {
+				if wr.live != sums[u] {
+					t.Fatalf("unit %d counts %d records, its devices %d", u, wr.live, sums[u])
+				}
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package library
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -42,6 +43,10 @@ type memberSet struct {
 	hinted  map[crdt.DeviceID]bool
 	rules   memberRules
 	counted map[crdt.DeviceID]bool
+	// units is the charge unit of every device that counts (bounds_units.go),
+	// worked out with counted; gen tells each working out from the last.
+	units map[crdt.DeviceID]crdt.DeviceID
+	gen   uint64
 }
 
 // memberRules is what, besides the records, decides who is a member:
@@ -177,6 +182,10 @@ func (s *memberSet) removedLocked(id crdt.DeviceID) bool {
 func (s *memberSet) counts(id crdt.DeviceID) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.countsLocked(id)
+}
+
+func (s *memberSet) countsLocked(id crdt.DeviceID) bool {
 	m, ok := s.byID[id]
 	return s.counted[id] || (ok && m.IsRemoved())
 }
@@ -317,7 +326,22 @@ func (s *memberSet) recomputeLocked() setChange {
 	slices.Sort(ch.gained)
 	slices.Sort(ch.lost)
 	s.counted = counted
+	if units := chargeUnits(r.self, s.byID, s.countsLocked); !maps.Equal(units, s.units) {
+		s.units = units
+		s.gen++
+	}
 	return ch
+}
+
+// unitsAfter returns the charge units of the devices that count, and their
+// generation, if they were worked out again since generation gen.
+func (s *memberSet) unitsAfter(gen uint64) (map[crdt.DeviceID]crdt.DeviceID, uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.gen == gen {
+		return nil, gen, false
+	}
+	return maps.Clone(s.units), s.gen, true
 }
 
 // Standing is what a device's record is worth now, for a person: whether
