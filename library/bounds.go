@@ -26,6 +26,12 @@ import (
 // one bucket and one total (under the id 0), so that inventing ids buys
 // nothing.
 //
+// Residues of collected books (summaries.go) come without a cursor, from
+// a member that hands over what others wrote: each one that would change
+// this store takes a token of a bucket of residues of its sender's unit
+// (Bounds.Residues), and, like any record, a place under its writer's
+// unit's total.
+//
 // The rule is pure: time comes in as wall milliseconds, so that tests
 // drive it with literal times.
 
@@ -43,6 +49,10 @@ type Bounds struct {
 	// Retry is how long a stream from a peer whose records were refused
 	// runs before they are offered again (peer.Config.Reoffer).
 	Retry time.Duration
+	// Residues is how many residues of collected books one sender's unit
+	// hands over at once: what its bucket of residues holds when full. It
+	// refills in an hour. Default DefaultResidues.
+	Residues int
 }
 
 // The default bounds sit well above what a person's devices do. The
@@ -56,10 +66,19 @@ type Bounds struct {
 // importing at a pace at which a second library of that size takes
 // minutes, not hours. A flood is held to that pace, and by the total to a
 // bounded size.
+//
+// A member hands another its residues once, when the other starts to pull
+// its store from the start (new, wiped, restored), and one handing carries
+// at most as many as the peer layer's residues stream does (1<<16): the
+// bucket of residues holds one whole handing, and a second handing from
+// the same member within the hour takes only what changes the store. A
+// refill of a whole bucket an hour keeps a sender that hands residues
+// over and over from filling a store at the pace of its records.
 const (
 	DefaultBurst     = 250_000
 	DefaultPerMinute = 10_000
 	DefaultTotal     = 250_000
+	DefaultResidues  = 1 << 16
 )
 
 // withDefaults fills the zero fields.
@@ -73,7 +92,16 @@ func (b Bounds) withDefaults() Bounds {
 	if b.Total <= 0 {
 		b.Total = DefaultTotal
 	}
+	if b.Residues <= 0 {
+		b.Residues = DefaultResidues
+	}
 	return b
+}
+
+// residueRate is the rule of a bucket of residues: Residues at once,
+// refilled in an hour (at least one a minute).
+func (b Bounds) residueRate() Bounds {
+	return Bounds{Burst: b.Residues, PerMinute: max(1, b.Residues/60)}
 }
 
 // minuteMs is a minute in milliseconds: a bucket counts in 1/minuteMs of a
@@ -154,6 +182,12 @@ type writer struct {
 	refusal refusal
 }
 
+// sender is what the bounds keep of the residues of one sender's unit.
+type sender struct {
+	bucket
+	refusal refusal
+}
+
 // writerBounds keeps the bounds of every unit. It has a lock of its own:
 // batches from several peers are admitted while local writes and the API
 // read it. Its size is bounded by the members the library ever had, plus
@@ -171,6 +205,8 @@ type writerBounds struct {
 	// the member set worked it out in generation unitsGen.
 	unitOf   map[writerKey]writerKey
 	unitsGen uint64
+	// senders are the buckets of residues, by unit of the sender.
+	senders map[writerKey]*sender
 	// counted: live holds the counts of the store (the scan at start
 	// finished); until then only the rates are checked.
 	counted bool
@@ -223,11 +259,31 @@ func (w *writerBounds) get(u writerKey) *writer {
 	return wr
 }
 
+// sender returns the bucket of residues of unit u.
+func (w *writerBounds) sender(u writerKey) *sender {
+	if w.senders == nil {
+		w.senders = make(map[writerKey]*sender)
+	}
+	s, ok := w.senders[u]
+	if !ok {
+		s = &sender{}
+		w.senders[u] = s
+	}
+	return s
+}
+
 // admitLocked decides on one record of unit u that would change the
 // store; claims says whether it would become u's. An admitted record that
 // claims a place is pending until settleLocked.
 func (w *writerBounds) admitLocked(u writerKey, claims bool, nowMs uint64) verdict {
 	return w.admitWithLocked(&w.get(u).bucket, w.b, u, claims, nowMs)
+}
+
+// admitResidueLocked decides on one residue that would change the store,
+// of a record of unit u, handed over by a device of unit from: a token of
+// from's residues, a place of u's.
+func (w *writerBounds) admitResidueLocked(from, u writerKey, claims bool, nowMs uint64) verdict {
+	return w.admitWithLocked(&w.sender(from).bucket, w.b.residueRate(), u, claims, nowMs)
 }
 
 func (w *writerBounds) admitWithLocked(k *bucket, rate Bounds, u writerKey, claims bool, nowMs uint64) verdict {
@@ -311,6 +367,12 @@ func (w *writerBounds) refusedLocked(u, k writerKey, n int, why verdict, nowMs u
 	return w.get(u).refusal.note(k, n, why, nowMs)
 }
 
+// residuesRefusedLocked notes n residues handed over by device key k, of
+// unit u, refused.
+func (w *writerBounds) residuesRefusedLocked(u, k writerKey, n int, why verdict, nowMs uint64) (refusal, bool) {
+	return w.sender(u).refusal.note(k, n, why, nowMs)
+}
+
 // reserveLocked takes n tokens and, if the totals are counted, n places
 // of unit u at once, if there are that many; it is the quick path of a
 // batch whose records u's bounds allow whatever they turn out to change.
@@ -330,4 +392,10 @@ func (w *writerBounds) reserveLocked(u writerKey, n int, nowMs uint64) bool {
 func (w *writerBounds) refundLocked(u writerKey, n int) {
 	wr := w.get(u)
 	wr.parts = min(uint64(w.b.Burst)*minuteMs, wr.parts+uint64(n)*minuteMs)
+}
+
+// refundResiduesLocked gives n tokens of residues back to unit u.
+func (w *writerBounds) refundResiduesLocked(u writerKey, n int) {
+	s := w.sender(u)
+	s.parts = min(uint64(w.b.Residues)*minuteMs, s.parts+uint64(n)*minuteMs)
 }

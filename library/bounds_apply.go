@@ -56,6 +56,10 @@ type admission struct {
 	refused  map[writerKey]int
 	why      map[writerKey]verdict
 	writer   map[writerKey]writerKey // the device of a record refused, by unit
+	// residues: the batch is residues handed over by a device of unit
+	// sender, whose bucket of residues the tokens are of.
+	residues bool
+	sender   writerKey
 }
 
 // refuse notes a record of device key k, of unit u, refused for why.
@@ -123,9 +127,57 @@ func (l *Library) admit(ctx context.Context, entries []crdt.Entry) (*admission, 
 	return a, nil
 }
 
+// admitResidues decides which residues of a batch handed over by device
+// from the bounds take: each is read from the store, what would change
+// nothing is taken for free, and the rest spend the residues of from's
+// unit and places of their writers' units. Once one is refused the rest
+// of the batch is refused unread: the handing fails, and the sender hands
+// them all over again later (summaries.go), when those taken change
+// nothing, so a sender over its bound costs this device one read a batch.
+func (l *Library) admitResidues(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) (*admission, error) {
+	l.syncUnits()
+	fromKey := l.keyOf(from)
+	keys := make([]writerKey, len(entries))
+	for i := range entries {
+		keys[i] = l.keyOf(writerOf(&entries[i]))
+	}
+	a := &admission{keys: make(map[string]writerKey, len(entries)), reserved: map[writerKey]int{}, residues: true,
+		entries: make([]crdt.Entry, 0, len(entries))}
+	units := make([]writerKey, len(entries))
+	l.bounds.mu.Lock()
+	a.sender = l.bounds.unitLocked(fromKey)
+	for i, k := range keys {
+		units[i] = l.bounds.unitLocked(k)
+	}
+	l.bounds.mu.Unlock()
+	now := l.wallMs()
+	for i := range entries {
+		e, u := &entries[i], units[i]
+		if a.refused != nil {
+			a.refuse(a.sender, fromKey, a.why[a.sender])
+			continue
+		}
+		v, charged, err := l.admitOne(ctx, a, e, u, now)
+		if err != nil {
+			l.settle(a)
+			return nil, err
+		}
+		if v != admitted {
+			a.refuse(a.sender, fromKey, v)
+			continue
+		}
+		if charged {
+			a.reserved[u]++
+		}
+		a.entries = append(a.entries, *e)
+		a.keys[string(e.AppendID(nil))] = u
+	}
+	return a, nil
+}
+
 // admitOne decides on one record of unit u, read against the store: a
 // record that would change nothing is taken without a token (charged
-// false).
+// false). The token is of u, or for residues of a's sender.
 func (l *Library) admitOne(ctx context.Context, a *admission, e *crdt.Entry, u writerKey, now uint64) (v verdict, charged bool, err error) {
 	cur, found, err := l.store.Get(ctx, e.AppendID(nil))
 	if err != nil {
@@ -146,7 +198,11 @@ func (l *Library) admitOne(ctx context.Context, a *admission, e *crdt.Entry, u w
 	}
 	l.bounds.mu.Lock()
 	defer l.bounds.mu.Unlock()
-	v = l.bounds.admitLocked(u, claims, now)
+	if a.residues {
+		v = l.bounds.admitResidueLocked(a.sender, u, claims, now)
+	} else {
+		v = l.bounds.admitLocked(u, claims, now)
+	}
 	if v == admitted && !claims {
 		// admitLocked took no place; settle gives back one per token.
 		l.bounds.get(u).pending++
@@ -168,7 +224,12 @@ func (l *Library) settle(a *admission, changes ...store.Change) {
 	defer l.bounds.mu.Unlock()
 	l.bounds.settleLocked(a.reserved)
 	for u, n := range a.reserved {
-		if n > used[u] {
+		if n <= used[u] {
+			continue
+		}
+		if a.residues {
+			l.bounds.refundResiduesLocked(a.sender, n-used[u])
+		} else {
 			l.bounds.refundLocked(u, n-used[u])
 		}
 	}
@@ -227,13 +288,29 @@ func (l *Library) noteRefused(a *admission, from crdt.DeviceID) {
 	now := l.wallMs()
 	for u, n := range a.refused {
 		l.bounds.mu.Lock()
-		r, logNow := l.bounds.refusedLocked(u, a.writer[u], n, a.why[u], now)
+		var r refusal
+		var logNow bool
+		if a.residues {
+			r, logNow = l.bounds.residuesRefusedLocked(u, a.writer[u], n, a.why[u], now)
+		} else {
+			r, logNow = l.bounds.refusedLocked(u, a.writer[u], n, a.why[u], now)
+		}
 		b := l.bounds.b
 		l.bounds.mu.Unlock()
 		if !logNow {
 			continue
 		}
 		dev, unit := crdt.DeviceID(r.writer), crdt.DeviceID(u)
+		if a.residues {
+			why := "more residues than one device hands over in an hour"
+			if r.why == overTotal {
+				why = "residues of records whose writers are over their total"
+			}
+			l.log.Warn("refused residues of collected books a device handed over, over its bound; they are taken when it hands them over again, with this device's next summary to it, as its bound allows",
+				"device", dev, "name", l.writerName(r.writer), "bound_of", unit, "bound_name", l.writerName(u), "why", why,
+				"refused", r.unlogged, "refused_total", r.total, "bound_residues", b.Residues)
+			continue
+		}
 		l.log.Warn("refused records of a device over its bounds; they are taken when its bounds allow again, or never once it is forgotten",
 			"device", dev, "name", l.writerName(r.writer), "bound_of", unit, "bound_name", l.writerName(u), "why", r.why.String(),
 			"refused", r.unlogged, "refused_total", r.total, "bound_total", b.Total, "via", from)
@@ -323,6 +400,9 @@ func errRefused(a *admission) error {
 	n := 0
 	for _, c := range a.refused {
 		n += c
+	}
+	if a.residues {
+		return fmt.Errorf("%d residues over their sender's bound: %w", n, peer.ErrRecordsRefused)
 	}
 	return fmt.Errorf("%d records over their writers' bounds: %w", n, peer.ErrRecordsRefused)
 }

@@ -2,6 +2,7 @@ package library
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/peer"
 )
 
 // warnLog keeps the warnings a library logs, and passes every record on.
@@ -286,4 +288,76 @@ func TestRogueInventedDevicesShareOneBound(t *testing.T) {
 		offset.Add(int64(4 * time.Minute))
 		return heldOf(v) == all
 	})
+}
+
+// deletedRecord is the encoding of a deleted book: what a residue is.
+func deletedRecord(t *testing.T, key crdt.BookKey, at crdt.Timestamp) []byte {
+	t.Helper()
+	e := mustDo(crdt.Delete(key, at))(t)
+	return mustDo(e.Encode())(t)
+}
+
+// A rogue member hands over residues of collected books, stream after
+// stream, with no book behind them (a residue comes without a cursor, and
+// only says it is a deleted book). The victim takes its bound of residues
+// from it and refuses the rest, logs one line naming it, and takes what it
+// refused once the bound allows and it is handed over again. Before the
+// bound, the victim took every one.
+func TestResidueFloodIsBounded(t *testing.T) {
+	const (
+		bound   = 20
+		streams = 3
+		each    = 30
+	)
+	var offset atomic.Int64 // the victim's clock, moved by hand
+	base := time.Now()
+	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
+	v := openLibrary(t, "V", func(cfg *Config) {
+		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+		cfg.Bounds = Bounds{Residues: bound}
+		cfg.Logger = slog.New(logs)
+	})
+	r := openLibrary(t, "R", nil)
+	joinByCode(t, r, v)
+	poll.Until(t, "V to hold R for a member, know its name, and sync with it", time.Minute, func() bool {
+		return v.members.current(r.Self()) && v.names.get(r.Self()) == "R" && connected(v, r) && connected(r, v)
+	})
+	ctx := ctxT(t)
+	var records [streams][][]byte
+	for s := range streams {
+		for i := range each {
+			records[s] = append(records[s], deletedRecord(t, floodKey(s*each+i), r.stamp()))
+		}
+	}
+	held := func() (n int) {
+		for i := range streams * each {
+			if _, ok := mustDo2(v.store.Get(ctx, bookID(floodKey(i))))(t); ok {
+				n++
+			}
+		}
+		return n
+	}
+	node := r.net.current()
+	for s := range streams {
+		if err := node.SendResidues(ctx, v.Self(), records[s]); !errors.Is(err, peer.ErrResiduesRefused) {
+			t.Fatalf("stream %d of %d residues, past a bound of %d: %v, want it refused", s, each, bound, err)
+		}
+	}
+	n := held()
+	t.Logf("V holds %d of the %d residues R handed over", n, streams*each)
+	if n != bound {
+		t.Fatalf("V holds %d of the residues R handed over, want its bound %d", n, bound)
+	}
+	if lines := logs.matching("refused residues", "device="+r.Self().String(), "name=R"); len(lines) != 1 {
+		t.Fatalf("V logged %d warnings of R's refused residues, want one: %q", len(lines), lines)
+	}
+	// An hour later at V, the bucket is full again: the first stream
+	// handed again is taken whole, what V took of it before for free.
+	offset.Add(int64(time.Hour))
+	if err := node.SendResidues(ctx, v.Self(), records[0]); err != nil {
+		t.Fatalf("the first stream handed again an hour later: %v", err)
+	}
+	if n := held(); n != each {
+		t.Fatalf("V holds %d residues after the first stream was handed again, want all %d of it", n, each)
+	}
 }

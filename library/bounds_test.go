@@ -267,3 +267,35 @@ func TestUnitLiveSums(t *testing.T) {
 		}
 	})
 }
+
+// TestResidueRate: the residues one sender's unit hands over are taken at
+// most at its bucket's rate, whatever units their records are of, and
+// they spend no writer's bucket.
+func TestResidueRate(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		b := genBounds(t)
+		b.Residues = rapid.IntRange(1, 500).Draw(t, "residues")
+		b.Total = 1 << 20
+		w := writerBounds{b: b, counted: true}
+		rate := b.residueRate()
+		start := rapid.Uint64Range(0, 1<<45).Draw(t, "start")
+		now, taken := start, uint64(0)
+		for range rapid.IntRange(1, 100).Draw(t, "steps") {
+			now += rapid.Uint64Range(0, 60_000).Draw(t, "dt")
+			for range rapid.IntRange(0, 50).Draw(t, "residues handed") {
+				u := rapid.SampledFrom([]writerKey{0, 7, 9}).Draw(t, "writer unit")
+				if w.admitResidueLocked(7, u, false, now) == admitted {
+					taken++
+				}
+			}
+			if limit := uint64(rate.Burst)*minuteMs + (now-start)*uint64(rate.PerMinute); taken*minuteMs > limit {
+				t.Fatalf("took %d residues in %d ms, past %d at once and %d a minute", taken, now-start, rate.Burst, rate.PerMinute)
+			}
+		}
+		for u, wr := range w.writers {
+			if wr.used {
+				t.Fatalf("residues spent the bucket of writer unit %d", u)
+			}
+		}
+	})
+}

@@ -168,32 +168,34 @@ func (l *Library) applyFrom(ctx context.Context, from crdt.DeviceID, entries []c
 	for _, a := range l.clock.observeAll(entries, l.wallMs(), clockWarnAfterMs) {
 		l.noteAhead(a, from)
 	}
-	// Residues (no cursor) are not bounded: they are handed over once, and
-	// a refused one would not be offered again.
+	// Residues (no cursor) spend the bounds of their sender's unit
+	// (bounds.go): one refused makes the handing fail, and the sender
+	// hands them over again with this device's next summary to it.
 	var a *admission
+	var err error
 	if cursor != nil {
-		var err error
-		if a, err = l.admit(ctx, entries); err != nil {
-			return err
-		}
-		entries = a.entries
-		if a.refused != nil {
-			// The cursor stays: what was refused is offered again
-			// (peer.ErrRecordsRefused).
-			cursor = nil
-		}
-	}
-	res, err := l.store.Apply(ctx, store.Batch{Entries: entries, Cursor: cursor})
-	if a != nil {
-		// After changed has counted the records committed, so that
-		// nothing counts them nowhere meanwhile.
-		defer l.settle(a, res.Changed...)
+		a, err = l.admit(ctx, entries)
+	} else {
+		a, err = l.admitResidues(ctx, from, entries)
 	}
 	if err != nil {
 		return err
 	}
+	entries = a.entries
+	if a.refused != nil {
+		// The cursor stays: what was refused is offered again
+		// (peer.ErrRecordsRefused).
+		cursor = nil
+	}
+	res, err := l.store.Apply(ctx, store.Batch{Entries: entries, Cursor: cursor})
+	// After changed has counted the records committed, so that nothing
+	// counts them nowhere meanwhile.
+	defer l.settle(a, res.Changed...)
+	if err != nil {
+		return err
+	}
 	l.changed(res.Changed, true)
-	if a != nil && a.refused != nil {
+	if a.refused != nil {
 		l.noteRefused(a, from)
 		return errRefused(a)
 	}

@@ -103,7 +103,9 @@ type Config struct {
 	// on (a port forward, a DNS name), shared before those it listens on.
 	Announce []ma.Multiaddr
 	// OnResidues, if set, merges residues of collected books a peer hands
-	// over (residues.go), without moving any cursor.
+	// over (residues.go), without moving any cursor. An error wrapping
+	// ErrRecordsRefused says some were over the sender's bound, which the
+	// daemon logs: the node fails the handing without a warning of its own.
 	OnResidues func(ctx context.Context, from crdt.DeviceID, entries []crdt.Entry) error
 	// Reoffer is how long a pull stream whose batches had records refused
 	// (ErrRecordsRefused) runs before it is pulled again, to have them

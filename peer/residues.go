@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
@@ -28,7 +29,8 @@ import (
 // residue is in its store the receiver answers one byte, residuesApplied,
 // and closes; on anything else it resets the stream. The sender counts
 // the residues handed over only on that byte: a receiver that could not
-// take them (it was still admitting the sender, its store failed) is
+// take them (it was still admitting the sender, its store failed, the
+// daemon refused some as over the sender's bound: ErrRecordsRefused) is
 // handed them again, since nothing else would ever send it those deletes.
 
 // ResidueProtocolID is the libp2p protocol that hands residues over.
@@ -148,7 +150,13 @@ func (n *Node) handleResidues(s network.Stream) {
 			return true
 		}
 		if err := n.cfg.OnResidues(n.ctx, from, chunk); err != nil {
-			n.log.Warn("residues: not applied", "peer", p, "device", from, "err", err)
+			level := slog.LevelWarn
+			if errors.Is(err, ErrRecordsRefused) {
+				// Over the sender's bound: the daemon says so, at most
+				// once a minute, and the sender hands them over again.
+				level = slog.LevelDebug
+			}
+			n.log.Log(n.ctx, level, "residues: not applied", "peer", p, "device", from, "err", err)
 			return false
 		}
 		chunk = chunk[:0]
