@@ -30,8 +30,9 @@
 //     its undo window (Config.KeepDeleted) has passed.
 //   - Clock warnings (clockwarn.go) and device names (names.go).
 //   - The bounds of what each device may originate (bounds.go, the rule;
-//     bounds_apply.go, applied to batches from peers and told in the log
-//     and the status).
+//     bounds_units.go, which devices share one device's bounds;
+//     bounds_apply.go, applied to batches and residues from peers and told
+//     in the log and the status).
 //
 // # Who is a member
 //
@@ -111,29 +112,56 @@
 //     when the member sends it, or relayed with its device key's
 //     signature (TestRelayedSummaryCountsOnlySigned); it can hold
 //     collection back by its own summary, until it is forgotten;
-//   - can write no more than the bounds of one device (bounds.go): past
-//     its burst and rate, or past its total of records in a store, the
+//   - can write, together with every device it adds or invents (member
+//     records it mints for devices of its own making), no more than the
+//     bounds of one device (bounds.go): a writer is charged with the
+//     device that added it, up the "added by" chain, to a device this
+//     device added itself or the chain's end (bounds_units.go), so a
+//     member and every device added through it are one unit. Past the
+//     unit's burst and rate, or past its total of records in a store, the
 //     others refuse its records, log it once a minute and warn of it in
-//     their status, naming it, and keep taking every other device's
-//     records, also in the same batches; what they refused they take later,
-//     when its bounds allow, since no cursor or summary claims it
-//     (TestRogueFloodIsBounded, TestRogueTotalIsBounded, TestBucketRate,
-//     TestWriterTotal, peer.TestRefusedRecordsRetried). Its own daemon
-//     takes all it writes. While its records are refused, the cursors
-//     that stay behind hold tombstone collection back, as its own summary
-//     could, and each retry costs the re-sending of what changed since;
+//     their status, naming the writer and the unit, and keep taking every
+//     other unit's records, also in the same batches; what they refused
+//     they take later, when the unit's bounds allow, since no cursor or
+//     summary claims it (TestRogueFloodIsBounded, TestRogueTotalIsBounded,
+//     TestRogueInventedDevicesShareOneBound, TestBucketRate,
+//     TestWriterTotal, TestUnitTotal, TestChargeUnitsModel,
+//     TestInventedDevicesShareOneUnit, peer.TestRefusedRecordsRetried).
+//     Its own daemon takes all it writes. While its records are refused,
+//     the cursors that stay behind hold tombstone collection back, as its
+//     own summary could, and each retry costs the re-sending of what
+//     changed since. On a device that did not add it, its unit may hold
+//     honest devices too (those added through the same chain: usually
+//     every device but that one and those it added), whose records it
+//     delays while it floods;
+//   - keeps its inventions in its unit once it is forgotten: the devices
+//     it added before stay members, until forgotten too, and are charged
+//     with it still, so forgetting it frees none of them into bounds of
+//     their own (TestForgottenAddersUnitStays);
 //   - can, with a modified build, stamp records with another device's id:
-//     as a member's, they spend that member's bounds, which delays that
-//     member's records (for as long as the forged ones fill its total, if
-//     they do; none is lost, since refused records are offered again); as
-//     a device that never was a member, they share one bound with every
-//     such device. Devices it adds are members, each with bounds of its
-//     own, until it is forgotten: records are not signed by their writer,
-//     so the bounds hold against a daemon that writes too much, not
-//     against one that lies about who wrote;
-//   - can hand over residues of collected books without bound (they come
-//     once, with no cursor to hold, and a refused one would not come
-//     again);
+//     as a member's, they spend that member's unit's bounds, which delays
+//     that unit's records (for as long as the forged ones fill its total,
+//     if they do; none is lost, since refused records are offered again);
+//     as a device that never was a member, they share one bound with every
+//     such device. It can as well claim additions it did not make (stamped
+//     with another member's id), or add a member again in a later epoch
+//     or backdated, which puts that member in its unit, with the same
+//     delay: records are not signed by their writer, so the bounds hold
+//     against a daemon that writes too much, not against one that lies
+//     about who wrote;
+//   - can hand over residues of collected books only within the bound of
+//     its unit's residues (Bounds.Residues, refilled in an hour; each one
+//     taken also takes a place under its writer's unit's total): past it
+//     the others refuse the rest of its handing and log it once a minute,
+//     naming it (TestResidueFloodIsBounded, TestResidueRate). A refused
+//     residue is handed over again with the receiver's next summary to its
+//     sender (once the receiver's store changed, or they connect again),
+//     and those taken before are free then (TestRefusedResiduesAreHandedAgain).
+//     What a refused residue costs an honest receiver meanwhile is the
+//     delete of a book collected elsewhere: if it holds an old copy of
+//     that book, or is sent one (by a device restored from a backup), it
+//     shows the book until that copy reaches a device that collected it,
+//     which answers it with the residue (crdt/collect.go);
 //   - once forgotten, can do what a forgotten device can, and no more: the
 //     devices it added before stay members, until forgotten too, and those
 //     it claims to add afterwards are none (TestMemberRules).
@@ -142,10 +170,10 @@
 //
 // Each concern has a lock of its own, which guards that concern's fields
 // only: the clock, the names, the counts, the clock warnings, the bounds
-// of each writer, the member set, the parked rekey offers, the peer nodes,
-// collection, pairing, and the spawning of goroutines. None is held
-// during network I/O or a store write, and none is held while another is
-// taken, except in this order:
+// of each unit of writers, the member set, the parked rekey offers, the
+// peer nodes, collection, pairing, and the spawning of goroutines. None is
+// held during network I/O or a store write, and none is held while another
+// is taken, except in this order:
 //
 //	moveMu -> any other
 //	parked offers -> member set    (an offer is parked or taken atomically
