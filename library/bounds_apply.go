@@ -183,6 +183,18 @@ func (l *Library) admitOne(ctx context.Context, a *admission, e *crdt.Entry, u w
 	if err != nil {
 		return admitted, false, err
 	}
+	if !found && e.Kind == crdt.KindBook {
+		// A collected book's copy that its residue absorbs changes
+		// nothing (crdt.Absorbs): a residue handed over again to a device
+		// that collected it since, say.
+		res, ok, err := l.store.Residue(ctx, e.Book.Key)
+		if err != nil {
+			return admitted, false, err
+		}
+		if ok && crdt.Absorbs(&res, &e.Book) {
+			return admitted, false, nil
+		}
+	}
 	claims := true
 	if found {
 		merged := cur.Clone()

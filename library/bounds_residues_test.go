@@ -2,6 +2,7 @@ package library
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/peer"
 )
 
 // holdsDelete reports whether l holds the delete of book key: its deleted
@@ -84,5 +86,40 @@ func TestRefusedResiduesAreHandedAgain(t *testing.T) {
 	})
 	if len(logs.matching("refused residues")) == 0 {
 		t.Fatalf("C refused no residue: the bound of %d did not hold %d books back", bound, books)
+	}
+}
+
+// A residue handed over again to a device that has collected that book
+// since changes nothing there, and spends nothing of its sender's bound:
+// else a handing would stall on the residues the receiver took and
+// collected, each retry spending the bound on them before it reached the
+// rest.
+func TestCollectedResidueIsFree(t *testing.T) {
+	l := openLibrary(t, "laptop", func(c *Config) {
+		c.SummaryEvery, c.KeepDeleted = time.Hour, -1
+		c.Bounds = Bounds{Residues: 1}
+	})
+	poll.Until(t, "the collection loop's round at the start", 10*time.Second, func() bool {
+		return l.CollectionStats().Rounds > 0
+	})
+	ctx := ctxT(t)
+	mustDo(l.SetPosition(ctx, collectKey(0), 1, 0.1, "gone"))(t)
+	mustDo(l.DeleteBook(ctx, collectKey(0)))(t)
+	l.purge(ctx, nil)
+	res, ok := mustDo2(l.store.Residue(ctx, collectKey(0)))(t)
+	if !ok {
+		t.Fatal("the deleted book was not collected: nothing to test")
+	}
+	const sender = crdt.DeviceID(77)
+	fresh := mustDo(crdt.Delete(collectKey(1), l.stamp()))(t)
+	if err := l.applyFrom(ctx, sender, []crdt.Entry{fresh}, nil); err != nil {
+		t.Fatalf("a first residue, within a bound of one: %v", err)
+	}
+	if err := l.applyFrom(ctx, sender, []crdt.Entry{crdt.BookEntry(res)}, nil); err != nil {
+		t.Fatalf("a residue of a book collected here, with the bound spent: %v", err)
+	}
+	other := mustDo(crdt.Delete(collectKey(2), l.stamp()))(t)
+	if err := l.applyFrom(ctx, sender, []crdt.Entry{other}, nil); !errors.Is(err, peer.ErrRecordsRefused) {
+		t.Fatalf("a new residue past the bound: %v, want it refused", err)
 	}
 }
