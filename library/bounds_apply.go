@@ -348,10 +348,13 @@ type BoundsWarning struct {
 	// Writer itself, or the device where its "added by" chain ends.
 	Bound     crdt.DeviceID
 	BoundName string
-	Reason    string    // the bound of the latest refusal: "rate" or "total"
-	Refused   uint64    // records of the unit refused since the library opened (one offered again counts again)
-	First     time.Time // the first refusal
-	Last      time.Time // the latest
+	// Reason is the bound of the latest refusal: "rate" or "total" of
+	// what Writer wrote, or "residues": residues of collected books that
+	// Writer handed over past its unit's bound of them.
+	Reason  string
+	Refused uint64    // records of the unit refused since the library opened (one offered again counts again)
+	First   time.Time // the first refusal
+	Last    time.Time // the latest
 }
 
 // Message says the warning to a person.
@@ -359,6 +362,10 @@ func (w BoundsWarning) Message() string {
 	who := deviceWords(w.Writer, w.Name)
 	if w.Bound != w.Writer {
 		who = fmt.Sprintf("%s, counted with %s and the devices added through it,", who, deviceWords(w.Bound, w.BoundName))
+	}
+	if w.Reason == residuesReason {
+		return fmt.Sprintf("%s handed over more residues of collected books than this device takes from one device: %d refused, the latest at %s; they are taken when it hands them over again, as the bound allows, and never once it is forgotten, which is what to do if it is not yours",
+			who, w.Refused, w.Last.UTC().Format(time.RFC3339))
 	}
 	what := "more records per minute"
 	if w.Reason == "total" {
@@ -379,19 +386,28 @@ func deviceWords(d crdt.DeviceID, name string) string {
 	return name
 }
 
-// BoundsWarnings returns a warning for each unit whose records were
-// refused within the last hour, in device id order of their writers.
+// residuesReason is BoundsWarning.Reason for residues refused.
+const residuesReason = "residues"
+
+// BoundsWarnings returns a warning for each unit whose records, or whose
+// handings of residues, were refused within the last hour, in device id
+// order of their writers (or senders).
 func (l *Library) BoundsWarnings() []BoundsWarning {
 	now := l.wallMs()
 	var out []BoundsWarning
+	warn := func(u writerKey, f refusal, reason string) {
+		if f.total == 0 || f.lastMs+uint64(refusalWarnFor/time.Millisecond) < now {
+			return
+		}
+		out = append(out, BoundsWarning{Writer: crdt.DeviceID(f.writer), Bound: crdt.DeviceID(u), Reason: reason, Refused: f.total,
+			First: time.UnixMilli(int64(f.firstMs)), Last: time.UnixMilli(int64(f.lastMs))})
+	}
 	l.bounds.mu.Lock()
 	for u, wr := range l.bounds.writers {
-		f := wr.refusal
-		if f.total == 0 || f.lastMs+uint64(refusalWarnFor/time.Millisecond) < now {
-			continue
-		}
-		out = append(out, BoundsWarning{Writer: crdt.DeviceID(f.writer), Bound: crdt.DeviceID(u), Reason: f.why.reason(), Refused: f.total,
-			First: time.UnixMilli(int64(f.firstMs)), Last: time.UnixMilli(int64(f.lastMs))})
+		warn(u, wr.refusal, wr.refusal.why.reason())
+	}
+	for u, s := range l.bounds.senders {
+		warn(u, s.refusal, residuesReason)
 	}
 	l.bounds.mu.Unlock()
 	for i := range out {
@@ -402,7 +418,9 @@ func (l *Library) BoundsWarnings() []BoundsWarning {
 			out[i].BoundName = l.names.get(out[i].Bound)
 		}
 	}
-	slices.SortFunc(out, func(a, b BoundsWarning) int { return cmp.Compare(a.Writer, b.Writer) })
+	slices.SortFunc(out, func(a, b BoundsWarning) int {
+		return cmp.Or(cmp.Compare(a.Writer, b.Writer), cmp.Compare(a.Reason, b.Reason))
+	})
 	return out
 }
 

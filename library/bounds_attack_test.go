@@ -351,6 +351,16 @@ func TestResidueFloodIsBounded(t *testing.T) {
 	if lines := logs.matching("refused residues", "device="+r.Self().String(), "name=R"); len(lines) != 1 {
 		t.Fatalf("V logged %d warnings of R's refused residues, want one: %q", len(lines), lines)
 	}
+	var warned []BoundsWarning
+	for _, w := range v.BoundsWarnings() {
+		if w.Reason == residuesReason {
+			warned = append(warned, w)
+		}
+	}
+	if len(warned) != 1 || warned[0].Writer != r.Self() || warned[0].Name != "R" ||
+		warned[0].Refused != streams*each-bound || !strings.Contains(warned[0].Message(), "handed over more residues") {
+		t.Fatalf("V's status warnings of residues: %+v, want one naming R with %d refused", warned, streams*each-bound)
+	}
 	// An hour later at V, the bucket is full again: the first stream
 	// handed again is taken whole, what V took of it before for free.
 	offset.Add(int64(time.Hour))

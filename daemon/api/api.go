@@ -140,11 +140,14 @@ type StoreLoss struct {
 }
 
 // BoundsWarning is a device whose records this device refused, being over
-// what one device may originate.
+// what one device may originate, or whose residues of collected books it
+// refused, being over what one device may hand over.
 type BoundsWarning struct {
-	Device  string `json:"device"` // the writer; "" for the devices that never were members
-	Name    string `json:"name"`
-	Reason  string `json:"reason"`  // "rate" or "total": the bound of the latest refusal
+	Device string `json:"device"` // the writer (the sender, for residues); "" for the devices that never were members
+	Name   string `json:"name"`
+	// Reason is the bound of the latest refusal: "rate" or "total" of the
+	// records written, or "residues" handed over.
+	Reason  string `json:"reason"`
 	Refused uint64 `json:"refused"` // records refused since the daemon started, one offered again counted again
 	First   string `json:"first"`   // RFC 3339, UTC
 	Last    string `json:"last"`
