@@ -34,13 +34,15 @@ import (
 // own commit and sync. By the ack that way is over.
 //
 // The trade-off: a push does not wait for a durable write before it goes
-// out, so a process that dies between a send and the mark that covers it
-// (a round trip to the puller and one write's time) finds, at the puller's
-// next hello, a cursor past the mark, and takes its store for one that
-// went back: it sends that puller everything again and numbers its later
-// changes past the cursor. Both are safe, only costly; a mark that ran
-// ahead of what was sent, which would not be, never happens (marks never
-// pass the store's last change).
+// out, and the store makes a mark durable only with its next sync
+// (Store.MarkDelivered), so a process that dies between a send and the
+// mark that covers it (a round trip to the puller and one write's time),
+// or a device that loses power before the store syncs again, finds, at the
+// puller's next hello, a cursor past the mark, and takes its store for one
+// that went back: it sends that puller everything again and numbers its
+// later changes past the cursor. Both are safe, only costly; a mark that
+// ran ahead of what was sent, which would not be, never happens (marks
+// never pass the store's last change).
 
 // deliveries is what one node sent in this run.
 type deliveries struct {
