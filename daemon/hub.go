@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"runtime"
 	"sync"
 
 	"github.com/danyue/danyue/daemon/api"
@@ -56,14 +57,25 @@ func (h *hub) active() bool {
 
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	sent := false
 	for s := range h.subs {
 		select {
 		case s.ch <- e:
+			sent = true
 		default:
 			delete(h.subs, s)
 			close(s.dropped)
 		}
+	}
+	h.mu.Unlock()
+	if sent {
+		// The caller is the goroutine that applied a peer's batch, which
+		// still has its bookkeeping and the batch's ack to send; the
+		// streams' writers it just woke would otherwise wait on this
+		// processor until it blocks. An app waiting for the event is what
+		// a user sees; the ack can wait while the writers format and flush
+		// one event each.
+		runtime.Gosched()
 	}
 }
 

@@ -27,13 +27,22 @@ import (
 // puller until the store changes again, and a burst of writes costs one or
 // two. A store that goes back brings back its marks of then.
 //
+// The goroutine is set off when a puller acknowledges a batch (or a send
+// stream ends), not when the batch goes out: a batch's way to the puller's
+// store is what a user waits for, and a mark written meanwhile would take
+// the CPU and, on a device that runs both ends, the disk from the puller's
+// own commit and sync. By the ack that way is over.
+//
 // The trade-off: a push does not wait for a durable write before it goes
-// out, so a process that dies between a send and the mark that covers it
-// (one write's time) finds, at the puller's next hello, a cursor past the
-// mark, and takes its store for one that went back: it sends that puller
-// everything again and numbers its later changes past the cursor. Both
-// are safe, only costly; a mark that ran ahead of what was sent, which
-// would not be, never happens (marks never pass the store's last change).
+// out, and the store makes a mark durable only with its next sync
+// (Store.MarkDelivered), so a process that dies between a send and the
+// mark that covers it (a round trip to the puller and one write's time),
+// or a device that loses power before the store syncs again, finds, at the
+// puller's next hello, a cursor past the mark, and takes its store for one
+// that went back: it sends that puller everything again and numbers its
+// later changes past the cursor. Both are safe, only costly; a mark that
+// ran ahead of what was sent, which would not be, never happens (marks
+// never pass the store's last change).
 
 // deliveries is what one node sent in this run.
 type deliveries struct {
@@ -59,16 +68,21 @@ func (d *deliveries) check(dev crdt.DeviceID) {
 	}
 }
 
-// note notes that a batch up to seq goes to dev, and wakes the goroutine
-// that raises the marks.
+// note notes that a batch up to seq goes to dev; the marks follow once
+// it is acknowledged (settle).
 func (d *deliveries) note(dev crdt.DeviceID, seq uint64) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.sent == nil {
 		d.sent = make(map[crdt.DeviceID]uint64)
 	}
 	d.sent[dev] = max(d.sent[dev], seq)
 	d.unmarked = true
-	d.mu.Unlock()
+}
+
+// settle wakes the goroutine that raises the marks: a puller acknowledged
+// a batch, or a send stream ended.
+func (d *deliveries) settle() {
 	select {
 	case d.kick <- struct{}{}:
 	default:

@@ -49,3 +49,44 @@ func TestPushDoesNotWaitForMark(t *testing.T) {
 	close(slow.open)
 	poll.Until(t, "A's mark to follow", 10*time.Second, func() bool { return a.store.Delivered(DeviceIDOf(b.id)) >= last })
 }
+
+// The marks are raised once a puller acknowledges what was sent, not as it
+// is sent: sending notes the batch and wakes nothing, a good ack wakes the
+// goroutine that raises them, a bad one does not.
+func TestMarksFollowAcks(t *testing.T) {
+	kicked := func(n *Node) bool {
+		select {
+		case <-n.sends.kick:
+			return true
+		default:
+			return false
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		ack  uint64 // 0: none
+		want bool
+	}{
+		{"sent, not acknowledged", 0, false},
+		{"acknowledged", 10, true},
+		{"acknowledged in part", 4, true},
+		{"an ack past what was sent", 11, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &Node{progress: make(chan struct{}), sends: deliveries{kick: make(chan struct{}, 1)}}
+			st := &peerState{device: 7}
+			sa := newStreamAcks(0)
+			n.sends.note(st.device, 10)
+			sa.sentBatch(10)
+			if tc.ack != 0 {
+				_ = n.acked(st, sa, &wireAck{Seq: tc.ack})
+			}
+			if got := kicked(n); got != tc.want {
+				t.Errorf("marks woken: %v, want %v", got, tc.want)
+			}
+			if got := n.sends.to(st.device); got != 10 {
+				t.Errorf("counted as sent up to %d, want 10", got)
+			}
+		})
+	}
+}

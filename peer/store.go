@@ -41,8 +41,9 @@ type Store interface {
 	SkipPast(ctx context.Context, seq uint64) error
 	// Delivered returns device dev's delivered mark: how far changes were
 	// sent to dev, as recorded durably. MarkDelivered raises the marks of
-	// devs durably (never lowers one, never past the last change); a node
-	// raises them just behind what it sends (delivered.go). It is how a
+	// devs (never lowers one, never past the last change), durably by the
+	// store's next sync at the latest; a node raises them just behind what
+	// it sends (delivered.go). It is how a
 	// node tells a puller's cursor into a store that went back from one
 	// into what the store still holds, across restarts (Node.Delivered).
 	Delivered(dev crdt.DeviceID) uint64

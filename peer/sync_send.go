@@ -40,6 +40,8 @@ func (n *Node) handleSync(s network.Stream) {
 		return
 	}
 	refused, err := n.serve(s, func() { s.Reset() }, remote)
+	// What was sent and never acknowledged is marked all the same.
+	n.sends.settle()
 	n.mu.Lock()
 	n.peer(remote).serving--
 	n.mu.Unlock()

@@ -56,6 +56,10 @@ type Batch struct {
 	// delivered, set by MarkDelivered alone (delivered.go), raises
 	// delivered marks.
 	delivered *deliveredReq
+	// lazy: the batch is acknowledged once committed, without a sync of
+	// its own; it becomes durable with the next sync (sync.go). Only for
+	// what may be lost in a power cut at no cost but work (MarkDelivered).
+	lazy bool
 	// known, set by SaveKnown alone (known.go), replaces the saved
 	// address book.
 	known []byte

@@ -38,7 +38,11 @@ func (s *Store) acquireWrite() (*badger.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l0Tables(db) >= l0Reopen && !s.runsCompactors() {
+	// One look at the levels serves both checks when nothing waits:
+	// badger works out every level's size and score to answer, for every
+	// group commit.
+	l0 := l0Tables(db)
+	if l0 >= l0Reopen && !s.runsCompactors() {
 		s.release()
 		if err := s.startCompactors(); err != nil {
 			return nil, err
@@ -46,10 +50,12 @@ func (s *Store) acquireWrite() (*badger.DB, error) {
 		if db, err = s.acquire(); err != nil {
 			return nil, err
 		}
+		l0 = l0Tables(db)
 	}
 	deadline := time.Now().Add(admitWait)
-	for s.behind(db) && time.Now().Before(deadline) {
+	for l0 >= s.opt.admitL0() && time.Now().Before(deadline) {
 		time.Sleep(admitPoll)
+		l0 = l0Tables(db)
 	}
 	return db, nil
 }
@@ -141,12 +147,6 @@ func (s *Store) settleCheck() {
 		return
 	}
 	s.log.Debug("store closed after a burst", "dir", s.dir, "took", time.Since(start))
-}
-
-// behind reports whether badger is behind the writer: level 0 is deeper
-// than admitL0 tables.
-func (s *Store) behind(db *badger.DB) bool {
-	return l0Tables(db) >= s.opt.admitL0()
 }
 
 // caughtUp reports whether no level of db needs compaction: the store may

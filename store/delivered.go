@@ -12,8 +12,8 @@ import (
 )
 
 // The delivered marks: for each device, a sequence number that no change
-// this store has sent to it is above, raised durably before a sync sender
-// sends past it (peer.Node). They live in the database, so a copy of the
+// this store has sent to it is above, raised just behind what a sync
+// sender sends (peer.Node). They live in the database, so a copy of the
 // data directory restored later brings back the marks of the copy, below
 // the cursors of the devices that pulled the lost changes: each of those
 // is told from devices that pulled only what this store still holds,
@@ -24,6 +24,13 @@ import (
 // with marks, and for a store made before them its last change when it was
 // first opened with them (everything it held may have been sent, as far as
 // it can tell).
+//
+// A mark is written without a sync of its own (Batch.lazy): the store's
+// next sync, of a change, a peer's batch or the close, makes it durable.
+// A power cut before that brings back the mark before it, which the peer
+// layer takes for a store that went back: it sends that device everything
+// again, safe and only costly. A sync per mark would be a second sync for
+// every change pushed to a peer, on a disk the push's own syncs wait for.
 
 var keyDelivered = []byte("mdelivered") // the base mark; + device: its mark
 
@@ -66,8 +73,9 @@ type deliveredReq struct {
 	devs []crdt.DeviceID
 }
 
-// MarkDelivered raises the delivered marks of devs to seq, durably, in one
-// write; it never lowers one, and seq may not pass LastSeq.
+// MarkDelivered raises the delivered marks of devs to seq in one write,
+// durable with the store's next sync (see above); it never lowers one, and
+// seq may not pass LastSeq.
 func (s *Store) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.DeviceID) error {
 	m := &s.delivered
 	m.raising.Lock()
@@ -87,7 +95,7 @@ func (s *Store) MarkDelivered(ctx context.Context, seq uint64, devs ...crdt.Devi
 	if last := s.LastSeq(); seq > last {
 		return fmt.Errorf("mark store %s delivered up to %d, past its last change %d: %w", s.dir, seq, last, crdt.ErrInvalid)
 	}
-	if _, err := s.Apply(ctx, Batch{delivered: &deliveredReq{seq: seq, devs: raise}}); err != nil {
+	if _, err := s.Apply(ctx, Batch{delivered: &deliveredReq{seq: seq, devs: raise}, lazy: true}); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -115,3 +115,34 @@ func TestDeliveredMarkDamaged(t *testing.T) {
 		})
 	}
 }
+
+// A mark starts no sync of its own: it is answered once committed, and the
+// next change's sync makes it durable with that change.
+func TestDeliveredMarkRidesTheNextSync(t *testing.T) {
+	const a crdt.DeviceID = 0xa
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := open(t, dir, Options{})
+	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 1, 10, 1)}})
+	syncs := s.syncs.Load()
+	if err := s.MarkDelivered(ctx, 1, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.syncs.Load(); got != syncs {
+		t.Errorf("a mark started %d syncs, want none", got-syncs)
+	}
+	if got := s.Delivered(a); got != 1 {
+		t.Errorf("delivered mark %d after MarkDelivered, want 1", got)
+	}
+	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 2, 10, 1)}})
+	if got := s.syncs.Load(); got != syncs+1 {
+		t.Errorf("the next change started %d syncs, want 1", got-syncs)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, Options{})
+	if got := s.Delivered(a); got != 1 {
+		t.Errorf("delivered mark %d after a reopen, want 1", got)
+	}
+}

@@ -24,7 +24,9 @@ import (
 // Groups are acknowledged in commit order, and LastSeq, Watch and Since
 // advance only past acknowledged groups. A group that wrote nothing (its
 // batches changed nothing, or failed) is acknowledged in order too: what
-// made it a no-op may not be durable yet.
+// made it a no-op may not be durable yet. So is a group that wrote only
+// lazy batches (Batch.lazy): it starts no sync of its own, and the next
+// sync, of any later group or the database's close, makes it durable.
 //
 // What is synced: badger runs with SyncWrites off and every value below
 // ValueThreshold, so every write lands in the active memtable's WAL (an
@@ -50,7 +52,20 @@ func (s *Store) committed(g *group) {
 	s.finish(done)
 }
 
-func (g *group) needsSync() bool { return g.fatal == nil && len(g.written) > 0 }
+// needsSync reports whether the group wrote something that must be durable
+// before it is acknowledged: anything but batches that ride along with the
+// next sync (Batch.lazy).
+func (g *group) needsSync() bool {
+	if g.fatal != nil {
+		return false
+	}
+	for _, r := range g.written {
+		if !r.b.lazy {
+			return true
+		}
+	}
+	return false
+}
 
 // kickLocked starts a sync if some committed group needs one that no running
 // sync covers.
