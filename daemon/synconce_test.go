@@ -9,6 +9,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/store"
 )
 
 // offlinePeer is a daemon of a's library on its own data dir that can be
@@ -68,13 +69,30 @@ func (p *offlinePeer) start(tb testing.TB, online bool) {
 	tb.Helper()
 	cfg := p.cfg
 	if !online {
+		// Alone means no static peer and no address book either: a device
+		// dials the members it has met at its start.
 		cfg.Peers = nil
+		forgetAddresses(tb, cfg.DataDir)
 	}
 	d, err := Start(context.Background(), cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	p.d = d
+}
+
+// forgetAddresses empties the address book saved in the store of the
+// stopped daemon of dataDir.
+func forgetAddresses(tb testing.TB, dataDir string) {
+	tb.Helper()
+	st, err := store.Open(context.Background(), storeDir(dataDir), store.Options{Logger: discardLogger()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.SaveKnown(context.Background(), nil); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 func (p *offlinePeer) stop(tb testing.TB) {
