@@ -2,13 +2,11 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/internal/poll"
 )
@@ -36,7 +34,7 @@ func benchPropagate(b *testing.B, gap time.Duration) {
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
 	ds := []*testDaemon{a, d}
-	streams := []<-chan propagated{bookEvents(ctx, a.client), bookEvents(ctx, d.client)}
+	streams := []<-chan client.Position{a.client.Positions(ctx), d.client.Positions(ctx)}
 	poll.Until(b, "both event streams", time.Minute, func() bool { return a.hub.count() == 1 && d.hub.count() == 1 })
 	// Each stream is shown delivering before anything is timed.
 	for i, w := range ds {
@@ -67,36 +65,9 @@ func benchPropagate(b *testing.B, gap time.Duration) {
 	b.ReportMetric(float64(lat[len(lat)-1])/1e6, "max-ms")
 }
 
-// propagated is a book event as an app received it.
-type propagated struct {
-	key  string
-	char uint64
-	at   time.Time
-}
-
-// bookEvents streams the book events of c's /v1/events until ctx ends.
-func bookEvents(ctx context.Context, c *client.Client) <-chan propagated {
-	ch := make(chan propagated, 64)
-	go func() {
-		_ = c.Events(ctx, func(e client.Event) error {
-			at := time.Now()
-			var bk api.Book
-			if e.Type != "book" || json.Unmarshal(e.Data, &bk) != nil || bk.Position == nil {
-				return nil
-			}
-			select {
-			case ch <- propagated{key: bk.Key, char: bk.Position.Char, at: at}:
-			case <-ctx.Done():
-			}
-			return nil
-		})
-	}()
-	return ch
-}
-
 // propagate writes char to key on w and returns the time from sending the
 // write until stream, the other daemon's events, shows it.
-func propagate(ctx context.Context, w *testDaemon, stream <-chan propagated, key string, char uint64) (time.Duration, error) {
+func propagate(ctx context.Context, w *testDaemon, stream <-chan client.Position, key string, char uint64) (time.Duration, error) {
 	start := time.Now()
 	if _, err := w.client.SetPosition(ctx, key, int64(char), 0.5, ""); err != nil {
 		return 0, err
@@ -106,8 +77,8 @@ func propagate(ctx context.Context, w *testDaemon, stream <-chan propagated, key
 	for {
 		select {
 		case e := <-stream:
-			if e.key == key && e.char == char {
-				return e.at.Sub(start), nil
+			if e.Key == key && e.Char == char {
+				return e.At.Sub(start), nil
 			}
 		case <-timeout.C:
 			return 0, fmt.Errorf("write of %d to %s: no event on the other daemon within 30 s", char, key)

@@ -15,6 +15,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
 )
 
 // ErrNoDaemon means nothing is listening on the socket: the daemon of that
@@ -171,6 +174,36 @@ func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
 		return err
 	}
 	return sc.Err()
+}
+
+// Position is the position a book event carried, stamped with the time
+// it arrived.
+type Position struct {
+	Key  string
+	Char uint64
+	At   time.Time
+}
+
+// Positions streams the positions of /v1/events' book events until ctx
+// ends or the stream does; the channel is then left open, unread events
+// dropped with it. It is for watching a write arrive (tests, measuring).
+func (c *Client) Positions(ctx context.Context) <-chan Position {
+	ch := make(chan Position, 64)
+	go func() {
+		_ = c.Events(ctx, func(e Event) error {
+			at := time.Now()
+			var bk api.Book
+			if e.Type != "book" || json.Unmarshal(e.Data, &bk) != nil || bk.Position == nil {
+				return nil
+			}
+			select {
+			case ch <- Position{Key: bk.Key, Char: bk.Position.Char, At: at}:
+			case <-ctx.Done():
+			}
+			return nil
+		})
+	}()
+	return ch
 }
 
 // BookPath returns the API path of a book, escaped.

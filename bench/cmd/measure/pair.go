@@ -4,14 +4,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/danyue/danyue/bench/internal/procstat"
 	"github.com/danyue/danyue/bench/mixload"
-	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 )
 
@@ -146,7 +144,7 @@ func runPropagate(ctx context.Context, r *runner, b build, dir string) (*outcome
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ps := []*proc{pa, pb}
-	streams := []<-chan bookEvent{events(ctx, pa.c), events(ctx, pb.c)}
+	streams := []<-chan client.Position{pa.c.Positions(ctx), pb.c.Positions(ctx)}
 	// Each stream is shown delivering by a write on the other daemon
 	// before anything is timed.
 	for i := range ps {
@@ -176,36 +174,9 @@ func runPropagate(ctx context.Context, r *runner, b build, dir string) (*outcome
 	return o, nil
 }
 
-// bookEvent is a book event, stamped when it arrived.
-type bookEvent struct {
-	key  string
-	char uint64
-	at   time.Time
-}
-
-// events streams the book events of c's /v1/events until ctx ends.
-func events(ctx context.Context, c *client.Client) <-chan bookEvent {
-	ch := make(chan bookEvent, 64)
-	go func() {
-		_ = c.Events(ctx, func(e client.Event) error {
-			at := time.Now()
-			var bk api.Book
-			if e.Type != "book" || json.Unmarshal(e.Data, &bk) != nil || bk.Position == nil {
-				return nil
-			}
-			select {
-			case ch <- bookEvent{key: bk.Key, char: bk.Position.Char, at: at}:
-			case <-ctx.Done():
-			}
-			return nil
-		})
-	}()
-	return ch
-}
-
 // propagateOnce writes char to key on w and returns the time from sending
 // the write until stream shows it.
-func propagateOnce(ctx context.Context, w *proc, stream <-chan bookEvent, key string, char int64) (time.Duration, error) {
+func propagateOnce(ctx context.Context, w *proc, stream <-chan client.Position, key string, char int64) (time.Duration, error) {
 	start := time.Now()
 	if _, err := w.c.SetPosition(ctx, key, char, 0.5, ""); err != nil {
 		return 0, err
@@ -214,8 +185,8 @@ func propagateOnce(ctx context.Context, w *proc, stream <-chan bookEvent, key st
 	for {
 		select {
 		case e := <-stream:
-			if e.key == key && e.char == uint64(char) {
-				return e.at.Sub(start), nil
+			if e.Key == key && e.Char == uint64(char) {
+				return e.At.Sub(start), nil
 			}
 		case <-timeout:
 			return 0, fmt.Errorf("no event within %v", propagateTimeout)
