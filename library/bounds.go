@@ -247,29 +247,22 @@ func (w *writerBounds) setUnitsLocked(gen uint64, units map[crdt.DeviceID]crdt.D
 }
 
 // get returns the bounds of unit u.
-func (w *writerBounds) get(u writerKey) *writer {
-	if w.writers == nil {
-		w.writers = make(map[writerKey]*writer)
-	}
-	wr, ok := w.writers[u]
-	if !ok {
-		wr = &writer{}
-		w.writers[u] = wr
-	}
-	return wr
-}
+func (w *writerBounds) get(u writerKey) *writer { return entry(&w.writers, u) }
 
 // sender returns the bucket of residues of unit u.
-func (w *writerBounds) sender(u writerKey) *sender {
-	if w.senders == nil {
-		w.senders = make(map[writerKey]*sender)
+func (w *writerBounds) sender(u writerKey) *sender { return entry(&w.senders, u) }
+
+// entry returns (*m)[k], adding a zero value (and the map) if missing.
+func entry[V any](m *map[writerKey]*V, k writerKey) *V {
+	if *m == nil {
+		*m = make(map[writerKey]*V)
 	}
-	s, ok := w.senders[u]
+	v, ok := (*m)[k]
 	if !ok {
-		s = &sender{}
-		w.senders[u] = s
+		v = new(V)
+		(*m)[k] = v
 	}
-	return s
+	return v
 }
 
 // admitLocked decides on one record of unit u that would change the
