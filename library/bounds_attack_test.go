@@ -86,6 +86,22 @@ func floodKey(i int) crdt.BookKey {
 	return crdt.MustParseBookKey(fmt.Sprintf("md5:%032x", 0xf100d000+i))
 }
 
+// victim opens V, a library whose bounds are b, whose warnings are kept
+// in the returned log, and whose clock moves only by what is added to the
+// returned offset.
+func victim(t *testing.T, b Bounds) (*Library, *warnLog, *atomic.Int64) {
+	t.Helper()
+	offset := new(atomic.Int64)
+	base := time.Now()
+	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
+	v := openLibrary(t, "V", func(cfg *Config) {
+		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+		cfg.Bounds = b
+		cfg.Logger = slog.New(logs)
+	})
+	return v, logs, offset
+}
+
 // A rogue member floods the library with records of its own (as a member
 // whose daemon writes too much does). The victim takes its burst and no
 // more, logs once and warns naming it, and keeps taking an honest member's
@@ -97,14 +113,7 @@ func TestRogueFloodIsBounded(t *testing.T) {
 		burst = 40
 		flood = 100
 	)
-	var offset atomic.Int64 // the victim's clock, moved by hand
-	base := time.Now()
-	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
-	v := openLibrary(t, "V", func(cfg *Config) {
-		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
-		cfg.Bounds = Bounds{Burst: burst, PerMinute: burst / 4, Total: 10 * flood, Retry: 50 * time.Millisecond}
-		cfg.Logger = slog.New(logs)
-	})
+	v, logs, offset := victim(t, Bounds{Burst: burst, PerMinute: burst / 4, Total: 10 * flood, Retry: 50 * time.Millisecond})
 	r, a := openLibrary(t, "R", nil), openLibrary(t, "A", nil)
 	joinByCode(t, r, v)
 	joinByCode(t, a, v)
@@ -215,14 +224,7 @@ func TestRogueInventedDevicesShareOneBound(t *testing.T) {
 		invented = 4
 		flood    = 50 // per device: past the burst of each
 	)
-	var offset atomic.Int64 // the victim's clock, moved by hand
-	base := time.Now()
-	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
-	v := openLibrary(t, "V", func(cfg *Config) {
-		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
-		cfg.Bounds = Bounds{Burst: burst, PerMinute: burst / 4, Total: 100 * flood, Retry: 50 * time.Millisecond}
-		cfg.Logger = slog.New(logs)
-	})
+	v, logs, offset := victim(t, Bounds{Burst: burst, PerMinute: burst / 4, Total: 100 * flood, Retry: 50 * time.Millisecond})
 	r, a := openLibrary(t, "R", nil), openLibrary(t, "A", nil)
 	joinByCode(t, r, v)
 	joinByCode(t, a, v)
@@ -309,14 +311,7 @@ func TestResidueFloodIsBounded(t *testing.T) {
 		streams = 3
 		each    = 30
 	)
-	var offset atomic.Int64 // the victim's clock, moved by hand
-	base := time.Now()
-	logs := newWarnLog(testLogger(t).With("device", "V").Handler())
-	v := openLibrary(t, "V", func(cfg *Config) {
-		cfg.Now = func() time.Time { return base.Add(time.Duration(offset.Load())) }
-		cfg.Bounds = Bounds{Residues: bound}
-		cfg.Logger = slog.New(logs)
-	})
+	v, logs, offset := victim(t, Bounds{Residues: bound})
 	r := openLibrary(t, "R", nil)
 	joinByCode(t, r, v)
 	poll.Until(t, "V to hold R for a member, know its name, and sync with it", time.Minute, func() bool {
