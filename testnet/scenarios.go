@@ -30,8 +30,8 @@ type Params struct {
 	// Strict fails a scenario whose measured time misses its target. The
 	// command runs strict; tests do not, because test machines are noisy:
 	// there a time only fails far beyond its target, where something is
-	// broken rather than slow (a loaded CI machine has taken seconds at a
-	// p99 whose target is a tenth of one), and the figure is logged.
+	// broken rather than slow (a loaded machine stretches every latency
+	// many times over), and the figure is logged.
 	Strict bool
 }
 
