@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"maps"
 	"testing"
 	"time"
 
@@ -28,37 +27,6 @@ func (s *memStore) collect(key crdt.BookKey) bool {
 	delete(s.recs, id)
 	rec.seq = 0 // its log entry is no longer listed
 	return true
-}
-
-// copyStore returns a copy of s, as a backup of its data directory would
-// be: same epoch, records, sequence numbers and cursors.
-func (s *memStore) copyStore() *memStore {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c := &memStore{
-		epoch: s.epoch, clock: crdt.NewClock(s.clock.Device(), s.clock.Now(uint64(time.Now().UnixMilli()))),
-		recs: make(map[string]*memRec, len(s.recs)), last: s.last, delivered: maps.Clone(s.delivered), changed: make(chan struct{}),
-		cursors: make(map[crdt.DeviceID][2]uint64, len(s.cursors)), residues: make(map[string]crdt.Entry),
-	}
-	copied := make(map[*memRec]*memRec, len(s.recs))
-	for id, r := range s.recs {
-		nr := &memRec{e: r.e.Clone(), data: r.data, seq: r.seq}
-		c.recs[id], copied[r] = nr, nr
-	}
-	for _, le := range s.log {
-		nr := copied[le.rec]
-		if nr == nil {
-			nr = &memRec{} // superseded or collected: never listed
-		}
-		c.log = append(c.log, memLogEntry{seq: le.seq, rec: nr})
-	}
-	for d, cur := range s.cursors {
-		c.cursors[d] = cur
-	}
-	for id, e := range s.residues {
-		c.residues[id] = e.Clone()
-	}
-	return c
 }
 
 // A device restored from a copy made before a delete that every device has
@@ -110,7 +78,7 @@ func TestCollectedDeleteReachesRestoredDevice(t *testing.T) {
 	defer fromA.cut()
 	aLast, _ := a.store.Watch()
 	poll.Until(t, "C to hear from A up to A's end", 10*time.Second, func() bool {
-		return c.node.kn.hasAll(DeviceIDOf(a.id), mark{a.store.Epoch(), aLast})
+		return c.node.kn.hasAll(DeviceIDOf(a.id), mark{a.lineage(), aLast})
 	})
 	// B pulls C's old copy (C is behind B's cursor into it, so from the
 	// start) and brings the book back as the delete it collected.

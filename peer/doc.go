@@ -69,7 +69,7 @@
 //	1 Hello  {1 library id, 2 device id, 3 name, 4 store epoch,
 //	          5 last sequence number, 6 wall clock ms, 7 want epoch,
 //	          8 want seq, 9 from, 10 capabilities, 11 ticket,
-//	          12 [{0 peer id, 1 [address], 2 seen ms}]}
+//	          12 [{0 peer id, 1 [address], 2 seen ms}], 13 run}
 //	2 Batch  {1 seq, 2 last, 3 [encoded records], 4 [gaps], 5 whole, 6 left}
 //	3 Error  {0 code, 3 message}
 //	4 Ack    {1 seq}
@@ -86,7 +86,9 @@
 // (10 Addrs [{0 peer id, 1 [address], 2 seen ms}], the list of hello key
 // 12): how to reach its sender and the other members, sent on a pull
 // stream whenever the sender's address book learns an address
-// (addrbook.go).
+// (addrbook.go). Run, omitted when 0, is a random number the sender drew
+// when its node started: records a device sent in one run are not taken
+// for what its store holds in another (echo.go).
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the

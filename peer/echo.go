@@ -11,22 +11,27 @@ import (
 // whole library, the whole library again. Merging it would change nothing on
 // P (that is what stops echoes from looping), but it costs a second transfer.
 //
-// So the pull side remembers a hash of every record P sent (tagged with the
-// epoch of P's store), and the send side to P skips a record whose current
-// encoding is exactly one P sent. That is safe: P had that record, and a
-// replica only grows, so P's state already includes it. A record merged with
-// local changes encodes differently and is sent. A wiped P (new epoch) is
-// sent everything, and the memory is dropped whenever P disconnects, or when
-// it would exceed maxEchoes.
+// So the pull side remembers a hash of every record P sent, and the send
+// side to P skips a record whose current encoding is exactly one P sent.
+// That is safe while P runs: P had that record, and a replica only grows.
+// It is not across P's runs: a store restored from an old copy keeps its
+// epoch, and lacks what it sent before the restore. Nor can this device
+// tell when P restarted by its connection: one to a device that stopped
+// behind a partition stays open here until it times out, and P's next run
+// connects beside it. So what is remembered is tagged with the lineage of
+// P's changes (its store's epoch and its node's run, from P's hellos;
+// knowledge.go), and only a puller of the same lineage is spared it. A record merged with
+// local changes encodes differently and is sent. The memory is dropped
+// whenever P disconnects, or when it would exceed maxEchoes.
 
 // maxEchoes bounds the remembered hashes per peer (about 50 bytes each).
 const maxEchoes = 1 << 18
 
 type echoSet struct {
-	mu    sync.Mutex
-	epoch uint64
-	set   map[[16]byte]struct{}
-	full  bool
+	mu      sync.Mutex
+	lineage uint64
+	set     map[[16]byte]struct{}
+	full    bool
 }
 
 func echoKey(data []byte) [16]byte {
@@ -34,12 +39,12 @@ func echoKey(data []byte) [16]byte {
 	return [16]byte(sum[:16])
 }
 
-// add remembers records received from the peer's store in epoch.
-func (e *echoSet) add(epoch uint64, records [][]byte) {
+// add remembers records received from the peer, of its lineage.
+func (e *echoSet) add(lineage uint64, records [][]byte) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.epoch != epoch {
-		e.epoch, e.set, e.full = epoch, nil, false
+	if e.lineage != lineage {
+		e.lineage, e.set, e.full = lineage, nil, false
 	}
 	if e.full {
 		return
@@ -58,29 +63,13 @@ func (e *echoSet) add(epoch uint64, records [][]byte) {
 	}
 }
 
-// take reports whether data is a record the peer, whose store is in epoch,
-// sent us, and forgets it.
-func (e *echoSet) take(epoch uint64, data []byte) bool {
+// has reports whether data is a record the peer, of its lineage, sent us,
+// without forgetting it: a pass that holds records back may look at it
+// again (fanout.go). drop forgets what has found once it is sent past.
+func (e *echoSet) has(lineage uint64, data []byte) ([16]byte, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if len(e.set) == 0 || e.epoch != epoch {
-		return false
-	}
-	k := echoKey(data)
-	if _, ok := e.set[k]; !ok {
-		return false
-	}
-	delete(e.set, k)
-	return true
-}
-
-// has reports whether data is a record the peer, whose store is in epoch,
-// sent us, without forgetting it: a pass that holds records back may look
-// at it again (fanout.go). drop forgets what has found once it is sent past.
-func (e *echoSet) has(epoch uint64, data []byte) ([16]byte, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.set) == 0 || e.epoch != epoch {
+	if len(e.set) == 0 || e.lineage != lineage {
 		return [16]byte{}, false
 	}
 	k := echoKey(data)
@@ -98,6 +87,6 @@ func (e *echoSet) drop(keys [][16]byte) {
 
 func (e *echoSet) reset() {
 	e.mu.Lock()
-	e.epoch, e.set, e.full = 0, nil, false
+	e.lineage, e.set, e.full = 0, nil, false
 	e.mu.Unlock()
 }

@@ -76,21 +76,21 @@ type directSet struct {
 }
 
 type directPeer struct {
-	epoch   uint64
+	lineage uint64
 	streams int
 }
 
-// add counts a pull stream from dev (its store of epoch) as started, and
+// add counts a pull stream from dev (its changes of lineage) as started, and
 // returns the function that counts it as ended.
-func (d *directSet) add(dev crdt.DeviceID, epoch uint64) (remove func()) {
+func (d *directSet) add(dev crdt.DeviceID, lineage uint64) (remove func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.devs == nil {
 		d.devs = make(map[crdt.DeviceID]*directPeer)
 	}
 	dp := d.devs[dev]
-	if dp == nil || dp.epoch != epoch {
-		dp = &directPeer{epoch: epoch}
+	if dp == nil || dp.lineage != lineage {
+		dp = &directPeer{lineage: lineage}
 		d.devs[dev] = dp
 		d.changedLocked()
 	}
@@ -127,7 +127,7 @@ func (d *directSet) list(except crdt.DeviceID) ([]wireMark, uint64, <-chan struc
 	var out []wireMark
 	for dev, dp := range d.devs {
 		if dev != except && len(out) < maxMarks {
-			out = append(out, wireMark{Device: uint64(dev), Epoch: dp.epoch})
+			out = append(out, wireMark{Device: uint64(dev), Lineage: dp.lineage})
 		}
 	}
 	slices.SortFunc(out, func(a, b wireMark) int {
@@ -178,7 +178,7 @@ func (p *puller) answer(a wireAsk) error {
 			continue
 		}
 		d := p.dirList[it.index]
-		if !p.n.kn.hasAll(crdt.DeviceID(d.Device), mark{d.Epoch, it.seq}) {
+		if !p.n.kn.hasAll(crdt.DeviceID(d.Device), mark{d.Lineage, it.seq}) {
 			lacks = append(lacks, uint64(i))
 		}
 	}
@@ -240,7 +240,7 @@ func (fo *fanout) holds(src source) bool {
 	defer fo.mu.Unlock()
 	for _, d := range fo.list {
 		if crdt.DeviceID(d.Device) == src.device {
-			return d.Epoch == src.epoch
+			return d.Lineage == src.lineage
 		}
 	}
 	return false
@@ -253,7 +253,7 @@ func (fo *fanout) indirect(marks []wireMark) []wireMark {
 	defer fo.mu.Unlock()
 	return slices.DeleteFunc(marks, func(m wireMark) bool {
 		for _, d := range fo.list {
-			if d.Device == m.Device && d.Epoch == m.Epoch {
+			if d.Device == m.Device && d.Lineage == m.Lineage {
 				return true
 			}
 		}
@@ -272,7 +272,7 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 	var marks []source
 	for i, d := range fo.list {
 		m, ok := held[crdt.DeviceID(d.Device)]
-		if ok && m.epoch == d.Epoch && len(items) < maxAskItems {
+		if ok && m.lineage == d.Lineage && len(items) < maxAskItems {
 			items = append(items, askItem{index: uint64(i), seq: m.seq})
 			marks = append(marks, source{crdt.DeviceID(d.Device), m})
 		}
@@ -302,7 +302,7 @@ func (snd *sender) ask(ctx context.Context, held map[crdt.DeviceID]mark) error {
 				lacks[i] = true
 			}
 			for i, m := range marks {
-				if old, ok := snd.have[m.device]; !lacks[uint64(i)] && (!ok || old.epoch != m.epoch || old.seq < m.seq) {
+				if old, ok := snd.have[m.device]; !lacks[uint64(i)] && (!ok || old.lineage != m.lineage || old.seq < m.seq) {
 					snd.have[m.device] = m.mark
 				}
 			}

@@ -100,6 +100,10 @@ type wireHello struct {
 	// Addrs is how to reach its sender and the other members it knows of,
 	// the sender first (addrbook.go); a build without it skips it.
 	Addrs []wireKnown `cbor:"12,keyasint,omitempty"`
+	// Run is a random number its sender drew when its node started: what
+	// a peer sent in one run is in its store for that run only (echo.go).
+	// A build without it sends none, which stands for one run.
+	Run uint64 `cbor:"13,keyasint,omitempty"`
 }
 
 // wireBatch carries the sender's records with sequence numbers in (the
@@ -207,12 +211,13 @@ type wireHave struct {
 	Direct []wireMark `cbor:"3,keyasint,omitempty"`
 }
 
-// wireMark is a position in one device's change sequence.
+// wireMark is a position in one device's change sequence of one lineage
+// (knowledge.go).
 type wireMark struct {
-	_      struct{} `cbor:",toarray"`
-	Device uint64
-	Epoch  uint64
-	Seq    uint64
+	_       struct{} `cbor:",toarray"`
+	Device  uint64
+	Lineage uint64
+	Seq     uint64
 }
 
 // wireError is the last frame of a refused stream.

@@ -336,15 +336,15 @@ func fuzzSeeds(t testing.TB) [][]byte {
 	var out [][]byte
 	for _, f := range []*wireFrame{
 		{Hello: &wireHello{Library: lib.ID[:], Device: 7, Name: "phone", Epoch: 3, Last: 9, WallMs: 1700000000000, WantEpoch: 2, WantSeq: 5, Caps: 1 << 40}},
-		{Start: &wireStart{Epoch: 3, Seq: 2, Have: []wireMark{{Device: 9, Epoch: 4, Seq: 5}}}},
+		{Start: &wireStart{Epoch: 3, Seq: 2, Have: []wireMark{{Device: 9, Lineage: 4, Seq: 5}}}},
 		{Batch: &wireBatch{Seq: 9, Records: [][]byte{rec}, Whole: true}},
 		{Batch: &wireBatch{Seq: 12, Last: 40, Records: [][]byte{rec, rec}, Gaps: []uint64{1, 3}}},
 		{Batch: &wireBatch{Seq: 13}},
 		{Ack: &wireAck{Seq: 12}},
-		{Caught: &wireCaught{Epoch: 3, Seq: 13, Cursors: []wireMark{{Device: 9, Epoch: 4, Seq: 5}}}},
+		{Caught: &wireCaught{Epoch: 3, Seq: 13, Cursors: []wireMark{{Device: 9, Lineage: 4, Seq: 5}}}},
 		{Ask: wireAsk{19, 0, 41, 2, 42}},
 		{Have: &wireHave{Lacks: []uint64{1}}},
-		{Have: &wireHave{List: 2, Direct: []wireMark{{Device: 9, Epoch: 4}}}},
+		{Have: &wireHave{List: 2, Direct: []wireMark{{Device: 9, Lineage: 4}}}},
 		{Error: &wireError{Code: codeLibrary, Message: "another library"}},
 	} {
 		var buf bytes.Buffer

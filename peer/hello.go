@@ -82,6 +82,7 @@ type hello struct {
 	Caps      uint64      // the capability bits of its sender
 	Ticket    []byte      // puller only, to its inviter: an invite's ticket
 	Known     []wireKnown // how to reach its sender and other members, checked by learnFrom
+	Run       uint64      // the run of its sender's node (Node.run)
 }
 
 func (h *hello) wire() *wireHello {
@@ -98,8 +99,12 @@ func (h *hello) wire() *wireHello {
 		Caps:      h.Caps,
 		Ticket:    h.Ticket,
 		Addrs:     h.Known,
+		Run:       h.Run,
 	}
 }
+
+// lineage is that of the hello's sender's changes (see lineage).
+func (h *hello) lineage() uint64 { return lineage(h.Epoch, h.Run) }
 
 // readHello interprets the first frame of a stream, from the peer remote: a
 // hello that must match lib and the peer's identity, or an Error frame by
@@ -143,6 +148,7 @@ func readHello(body []byte, lib Library, remote lpeer.ID) (hello, error) {
 		Caps:      w.Caps,
 		Ticket:    w.Ticket,
 		Known:     w.Addrs,
+		Run:       w.Run,
 	}
 	copy(h.Library[:], w.Library)
 	return h, nil

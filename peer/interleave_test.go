@@ -55,15 +55,22 @@ func (l *pipeLink) cut() {
 }
 
 // Whatever the topology, the order in which streams open and break, the
-// writes between and the restarts (a node's memory of what it and others
-// have, lost), every store ends with the same records: what a device knows
-// of others' stores (knowledge.go) never skips a record a device does not
-// have. Pulls run concurrently, so the interleavings are the scheduler's.
+// writes between, the restarts (a node's memory of what it and others
+// have, lost) and the restores of one device (its whole store put back
+// from an earlier copy, while the others keep what they knew of it), every
+// store ends with the same records: what a device knows of others' stores
+// (knowledge.go) never skips a record a device does not have. Pulls run
+// concurrently, so the interleavings are the scheduler's.
+//
+// One device is restored, as the delivered marks (delivered.go) cover: a
+// sender that went back checks a puller's cursor against what it has sent
+// that puller since, which is only sound while the puller keeps what it
+// was sent.
 func TestConvergenceUnderInterleavings(t *testing.T) {
 	lib := newLib(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		k := rapid.IntRange(3, 5).Draw(rt, "devices")
-		w := &interleaving{rt: rt, t: t, links: map[[2]int]*pipeLink{}}
+		w := &interleaving{rt: rt, t: t, lib: lib, links: map[[2]int]*pipeLink{}}
 		for i := range k {
 			d := newDevice(t, fmt.Sprintf("N%d", i))
 			d.start(t, lib, nil, quiet)
@@ -75,6 +82,7 @@ func TestConvergenceUnderInterleavings(t *testing.T) {
 			}
 		}()
 		w.r = rand.New(rand.NewPCG(rapid.Uint64().Draw(rt, "seed"), 1))
+		w.restorable = rapid.IntRange(0, k-1).Draw(rt, "restorable")
 		for _, d := range w.devs {
 			w.write(d, rapid.IntRange(0, 30).Draw(rt, "initial writes"))
 		}
@@ -96,8 +104,12 @@ type interleaving struct {
 	rt    *rapid.T
 	t     *testing.T
 	r     *rand.Rand
+	lib   Library
 	devs  []*device
 	links map[[2]int]*pipeLink
+	// restorable is the device whose store may be put back from copy.
+	restorable int
+	copy       *memStore
 }
 
 const interleavingKeys = 8
@@ -135,10 +147,11 @@ func (w *interleaving) pair(label string) [2]int {
 	return [2]int{a, b}
 }
 
-// step opens or cuts a stream, writes, or restarts a device.
+// step opens or cuts a stream, writes, restarts a device, copies its
+// store or puts a copy back.
 func (w *interleaving) step() {
 	k := len(w.devs)
-	switch rapid.IntRange(0, 4).Draw(w.rt, "action") {
+	switch rapid.IntRange(0, 6).Draw(w.rt, "action") {
 	case 0, 1:
 		w.open(w.pair("open"))
 	case 2:
@@ -157,6 +170,18 @@ func (w *interleaving) step() {
 			st.echo.reset()
 		}
 		n.mu.Unlock()
+	case 5:
+		w.copy = w.devs[w.restorable].store.copyStore()
+	case 6: // restore: the device runs again on a copy of its store
+		if w.copy == nil {
+			return
+		}
+		i := w.restorable
+		w.cut(func(q [2]int) bool { return q[0] == i || q[1] == i })
+		d := w.devs[i]
+		d.stop(w.t)
+		d.store = w.copy.copyStore()
+		d.start(w.t, w.lib, nil, quiet)
 	}
 }
 

@@ -90,7 +90,7 @@ func knowsAll(n *Node, d *device) bool {
 	n.kn.mu.Lock()
 	defer n.kn.mu.Unlock()
 	m, ok := n.kn.full[DeviceIDOf(d.id)]
-	return ok && m.epoch == d.store.Epoch() && m.seq >= last
+	return ok && m.lineage == d.lineage() && m.seq >= last
 }
 
 // A device joining a library shared by several devices takes each record
@@ -169,7 +169,7 @@ func TestJoinRightAfterWritesSendsNothingBack(t *testing.T) {
 				for _, d := range devs {
 					for _, o := range devs {
 						last, _ := o.store.Watch()
-						if d != o && !d.node.kn.hasAll(DeviceIDOf(o.id), mark{o.store.Epoch(), last}) {
+						if d != o && !d.node.kn.hasAll(DeviceIDOf(o.id), mark{o.lineage(), last}) {
 							return false
 						}
 					}

@@ -28,7 +28,8 @@ import (
 //     is true of the puller as well. The sender says so in a Caught frame;
 //     the puller starts its pull from D at the best of its own cursor and the
 //     ones it was handed (a cursor is true of every lower number too, so one
-//     past D's hello counts up to D's last; never across epochs). A device
+//     past D's hello counts up to D's last; never across lineages, see
+//     below). A device
 //     that joins a library therefore pulls everything from the first device
 //     it meets (the others wait at the catch-up gate) and from the others
 //     only what changed since.
@@ -42,16 +43,35 @@ import (
 //     keeps a joining device from sending the library back to every device
 //     it meets.
 //
+// Every mark here numbers D's states within one lineage (one run of D's
+// node; see lineage), as a store restored from an old copy reuses its
+// numbers. Only the cursor a store keeps of D, and sends in its hello, is
+// by epoch: D checks that one against what it delivered (delivered.go),
+// and cannot check one handed over.
+//
 // Only claims a device makes about its own store are used, and a puller's
-// own past records are skipped only through this connection's echo set: a
+// own past records are skipped only through the echo set of its run: a
 // store restored from an old copy keeps its epoch, so what it sent before
 // may not be there now. Everything here is a lower bound: knowledge that is
 // lost (a restart, a full table) only costs records that are sent again;
 // the property test (interleave_test.go) checks that no interleaving of
-// streams and restarts loses a record.
+// streams, restarts and restores from old copies loses a record.
 
-// mark is a position in another device's change sequence.
-type mark struct{ epoch, seq uint64 }
+// mark is a position in another device's change sequence of one lineage.
+type mark struct{ lineage, seq uint64 }
+
+// lineage names the changes a device numbered in one run of its node
+// (hello Run) in one epoch of its store: the two mixed, which keeps a
+// store's epoch where its node sends none. Marks of what a store holds
+// speak of lineages, not epochs, because a store restored from an old
+// copy keeps its epoch, and numbers its new states with the numbers its
+// lost ones had: a cursor handed over from the old run would start a pull
+// past new states the puller lacks, and a full mark of the new run, held
+// against the provenance of a lost state from the old run, would skip
+// that state for a device that lacks it. Knowledge from before a device
+// restarted no longer applies to it after, which only costs records sent
+// again. A random run makes two lineages collide with a chance of 2^-64.
+func lineage(epoch, run uint64) uint64 { return epoch ^ run }
 
 // maxMarks bounds the devices a Start or Caught frame speaks of.
 const maxMarks = 256
@@ -78,11 +98,11 @@ type versioned struct {
 // raise records m for dev in table t: it replaces a mark of another epoch
 // (a wiped store starts over) and raises one of the same epoch.
 func (k *knowledge) raise(t *map[crdt.DeviceID]versioned, dev crdt.DeviceID, m mark) {
-	if m.epoch == 0 || dev == 0 {
+	if m.lineage == 0 || dev == 0 {
 		return
 	}
 	old, ok := (*t)[dev]
-	if ok && old.epoch == m.epoch && old.seq >= m.seq {
+	if ok && old.lineage == m.lineage && old.seq >= m.seq {
 		return
 	}
 	if *t == nil {
@@ -114,7 +134,7 @@ func (k *knowledge) noteFull(dev crdt.DeviceID, m mark) {
 func (k *knowledge) noteWhole(dev crdt.DeviceID, m mark) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if old, ok := k.whole[dev]; ok && old.epoch == m.epoch && old.seq >= m.seq {
+	if old, ok := k.whole[dev]; ok && old.lineage == m.lineage && old.seq >= m.seq {
 		return
 	}
 	if k.whole == nil {
@@ -130,7 +150,7 @@ func (k *knowledge) noteWhole(dev crdt.DeviceID, m mark) {
 func (k *knowledge) hasAll(dev crdt.DeviceID, m mark) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	covers := func(have mark, ok bool) bool { return ok && have.epoch == m.epoch && have.seq >= m.seq }
+	covers := func(have mark, ok bool) bool { return ok && have.lineage == m.lineage && have.seq >= m.seq }
 	w, ok := k.whole[dev]
 	f, fok := k.full[dev]
 	return covers(w, ok) || covers(f.mark, fok)
@@ -156,13 +176,13 @@ func (k *knowledge) fullMarks(except crdt.DeviceID) []wireMark {
 	defer k.mu.Unlock()
 	out := marksSince(k.full, 0, except)
 	for i, m := range out {
-		if w, ok := k.whole[crdt.DeviceID(m.Device)]; ok && w.epoch == m.Epoch && w.seq > m.Seq {
+		if w, ok := k.whole[crdt.DeviceID(m.Device)]; ok && w.lineage == m.Lineage && w.seq > m.Seq {
 			out[i].Seq = w.seq
 		}
 	}
 	for dev, w := range k.whole {
 		if _, ok := k.full[dev]; !ok && dev != except && len(out) < maxMarks {
-			out = append(out, wireMark{Device: uint64(dev), Epoch: w.epoch, Seq: w.seq})
+			out = append(out, wireMark{Device: uint64(dev), Lineage: w.lineage, Seq: w.seq})
 		}
 	}
 	return out
@@ -180,7 +200,7 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 	var out []wireMark
 	for dev, v := range t {
 		if v.ver > ver && dev != except && len(out) < maxMarks {
-			out = append(out, wireMark{Device: uint64(dev), Epoch: v.epoch, Seq: v.seq})
+			out = append(out, wireMark{Device: uint64(dev), Lineage: v.lineage, Seq: v.seq})
 		}
 	}
 	return out
@@ -267,8 +287,8 @@ func (s *provenanceSlot) position() (origin uint64, seq uint64) {
 
 // origin is a device's store of one epoch.
 type origin struct {
-	device crdt.DeviceID
-	epoch  uint64
+	device  crdt.DeviceID
+	lineage uint64
 }
 
 type source struct {
@@ -422,7 +442,7 @@ func (p *provenance) lookup(h [16]byte) (source, bool) {
 			if set[i].key == k {
 				oi, seq := set[i].position()
 				o := p.origins[oi]
-				return source{o.device, mark{o.epoch, seq}}, true
+				return source{o.device, mark{o.lineage, seq}}, true
 			}
 		}
 	}
@@ -446,7 +466,7 @@ func (p *provenance) coveredBy(have map[crdt.DeviceID]mark, data []byte) bool {
 		return false
 	}
 	m, ok := have[src.device]
-	return ok && m.epoch == src.epoch && m.seq >= src.seq
+	return ok && m.lineage == src.lineage && m.seq >= src.seq
 }
 
 // catchUpGate lets one peer at a time catch up on a large backlog, so that

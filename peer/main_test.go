@@ -125,6 +125,9 @@ func (d *device) start(t testing.TB, lib Library, peers []ma.Multiaddr, opts ...
 	return n
 }
 
+// lineage is that of the changes d's node numbers (knowledge.go).
+func (d *device) lineage() uint64 { return lineage(d.store.Epoch(), d.node.run) }
+
 func (d *device) stop(t testing.TB) {
 	t.Helper()
 	if err := d.node.Close(); err != nil {

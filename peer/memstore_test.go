@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -64,6 +65,37 @@ func newMemStore(dev crdt.DeviceID) *memStore {
 }
 
 func (s *memStore) Epoch() uint64 { return s.epoch }
+
+// copyStore returns a copy of s, as a backup of its data directory would
+// be: same epoch, records, sequence numbers and cursors.
+func (s *memStore) copyStore() *memStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &memStore{
+		epoch: s.epoch, clock: crdt.NewClock(s.clock.Device(), s.clock.Now(uint64(time.Now().UnixMilli()))),
+		recs: make(map[string]*memRec, len(s.recs)), last: s.last, delivered: maps.Clone(s.delivered), changed: make(chan struct{}),
+		cursors: make(map[crdt.DeviceID][2]uint64, len(s.cursors)), residues: make(map[string]crdt.Entry),
+	}
+	copied := make(map[*memRec]*memRec, len(s.recs))
+	for id, r := range s.recs {
+		nr := &memRec{e: r.e.Clone(), data: r.data, seq: r.seq}
+		c.recs[id], copied[r] = nr, nr
+	}
+	for _, le := range s.log {
+		nr := copied[le.rec]
+		if nr == nil {
+			nr = &memRec{} // superseded or collected: never listed
+		}
+		c.log = append(c.log, memLogEntry{seq: le.seq, rec: nr})
+	}
+	for d, cur := range s.cursors {
+		c.cursors[d] = cur
+	}
+	for id, e := range s.residues {
+		c.residues[id] = e.Clone()
+	}
+	return c
+}
 
 func (s *memStore) Since(ctx context.Context, after uint64, limit int, fn func(uint64, []byte) error) error {
 	s.mu.Lock()

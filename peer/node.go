@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"sync"
@@ -126,11 +127,14 @@ type Config struct {
 // host, discovery, redialling, and sync streams in both directions with
 // every connected member.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	now   func() time.Time
-	host  host.Host
-	self  crdt.DeviceID
+	cfg  Config
+	log  *slog.Logger
+	now  func() time.Time
+	host host.Host
+	self crdt.DeviceID
+	// run tells this node's hellos from those of the device's earlier
+	// and later runs (echo.go).
+	run   uint64
 	store Store
 	// sends is what this node sent to whom, and the delivered marks that
 	// follow it (delivered.go).
@@ -206,6 +210,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		host:   h,
 		gater:  g,
 		self:   DeviceIDOf(h.ID()),
+		run:    rand.Uint64(),
 		store:  cfg.Store,
 		sub:    sub,
 		events: newEventQueue(cfg.OnEvent),

@@ -57,7 +57,7 @@ func TestPullerOverPipe(t *testing.T) {
 		check   func(*testing.T, *Node)
 	}{
 		{"caught up, with what the sender knew", []*wireFrame{theirHello(7, 0), batch(3, rec(1)),
-			caught(7, 3, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 42}}, []wireMark{{Device: uint64(x), Epoch: 5, Seq: 40}})}, io.EOF, 1, 1, handedOver},
+			caught(7, 3, []wireMark{{Device: uint64(x), Lineage: 5, Seq: 42}}, []wireMark{{Device: uint64(x), Lineage: 5, Seq: 40}})}, io.EOF, 1, 1, handedOver},
 		{"records at the batch's end", []*wireFrame{theirHello(7, 0), gapped(3, nil, rec(1), rec(2))}, io.EOF, 2, 1, nil},
 		{"more records than sequence numbers", []*wireFrame{theirHello(7, 0), gapped(1, nil, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
 		{"records numbered past the batch", []*wireFrame{theirHello(7, 0), gapped(3, []uint64{2, 2}, rec(1), rec(2))}, ErrProtocol, 0, 0, nil},
@@ -108,7 +108,7 @@ func handedOverFrom(sender, x crdt.DeviceID) func(*testing.T, *Node) {
 			t.Errorf("cursor of X %+v, %v; want 42 of epoch 5 handed over", m, ok)
 		}
 		full := n.kn.fullMarks(0)
-		want := map[wireMark]bool{{Device: uint64(x), Epoch: 5, Seq: 40}: true, {Device: uint64(sender), Epoch: 7, Seq: 3}: true}
+		want := map[wireMark]bool{{Device: uint64(x), Lineage: 5, Seq: 40}: true, {Device: uint64(sender), Lineage: 7, Seq: 3}: true}
 		if len(full) != len(want) || !want[full[0]] || !want[full[1]] {
 			t.Errorf("full marks %+v, want X's at 40 and the sender's at 3", full)
 		}

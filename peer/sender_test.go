@@ -154,7 +154,7 @@ func TestSenderSkipsWhatPullerHas(t *testing.T) {
 			if h := ps.read(t, c); h.Hello == nil {
 				t.Fatalf("answered %+v, want a hello", h)
 			}
-			ps.start(t, c, 0, wireMark{Device: uint64(other), Epoch: tc.have.epoch, Seq: tc.have.seq})
+			ps.start(t, c, 0, wireMark{Device: uint64(other), Lineage: tc.have.lineage, Seq: tc.have.seq})
 			if got := ps.records(t, c, 0); got != tc.want {
 				t.Errorf("%d records sent, want %d", got, tc.want)
 			}

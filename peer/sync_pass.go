@@ -40,7 +40,7 @@ func (snd *sender) pass(ctx context.Context, cursor uint64, hold bool) (passResu
 			return errBatchFull
 		}
 		visited++
-		if k, ok := snd.echo.has(snd.peerEpoch, data); ok || snd.n.prov.coveredBy(snd.have, data) {
+		if k, ok := snd.echo.has(snd.peerLineage, data); ok || snd.n.prov.coveredBy(snd.have, data) {
 			p.seq = s
 			p.skipped++
 			if ok && p.heldFrom == 0 {

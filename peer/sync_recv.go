@@ -198,7 +198,7 @@ func (p *puller) run(ctx context.Context) error {
 	}
 	// Senders hold back relays of what this device pulls from their source
 	// directly (fanout.go).
-	defer p.n.dir.add(p.st.device, p.theirs.Epoch)()
+	defer p.n.dir.add(p.st.device, p.theirs.lineage())()
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	defer func() { cancel(); <-done }()
@@ -228,7 +228,7 @@ func (p *puller) handshake(ctx context.Context) error {
 	mine := hello{
 		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: n.store.Epoch(), Last: last, Wall: n.now(), WantEpoch: epoch, WantSeq: cursor, Caps: ourCaps,
-		Known: n.shareKnown(),
+		Known: n.shareKnown(), Run: n.run,
 	}
 	if n.cfg.Ticket != nil {
 		mine.Ticket = n.cfg.Ticket(st.device)
@@ -299,7 +299,7 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 		// A cursor handed over may be past the sender's hello: its store
 		// grew while this stream waited at the gate. Everything up to its
 		// hello's last is then merged here all the same.
-		if m, ok := n.kn.cursor(st.device); ok && m.epoch == theirs.Epoch {
+		if m, ok := n.kn.cursor(st.device); ok && m.lineage == theirs.lineage() {
 			from = max(from, min(m.seq, theirs.Last))
 		}
 		return nil
@@ -325,7 +325,7 @@ func (p *puller) start(ctx context.Context, resendAll bool) error {
 		return fmt.Errorf("send start: %w", err)
 	}
 	p.cursor = from
-	n.kn.noteCursor(st.device, mark{theirs.Epoch, from})
+	n.kn.noteCursor(st.device, mark{theirs.lineage(), from})
 	n.mu.Lock()
 	st.merged = from
 	st.toGo = theirs.Last - from // until the first batch says better (togo.go)
@@ -363,15 +363,15 @@ func (p *puller) caught(c *wireCaught) error {
 	n.mu.Lock()
 	st.refusals = 0
 	n.mu.Unlock()
-	n.kn.noteFull(st.device, mark{c.Epoch, c.Seq})
+	n.kn.noteFull(st.device, mark{lineage(c.Epoch, p.theirs.Run), c.Seq})
 	for _, m := range c.Full {
 		if dev := crdt.DeviceID(m.Device); dev != n.self && dev != st.device {
-			n.kn.noteFull(dev, mark{m.Epoch, m.Seq})
+			n.kn.noteFull(dev, mark{m.Lineage, m.Seq})
 		}
 	}
 	for _, m := range c.Cursors {
 		if dev := crdt.DeviceID(m.Device); dev != n.self && dev != st.device {
-			n.kn.noteCursor(dev, mark{m.Epoch, m.Seq})
+			n.kn.noteCursor(dev, mark{m.Lineage, m.Seq})
 		}
 	}
 	if p.release != nil {
@@ -414,8 +414,8 @@ func (p *puller) receive(ctx context.Context) error {
 	// Before the merge: once applied, the records can be streamed back at
 	// any moment, and the sender to this peer must already know them.
 	epoch := p.theirs.Epoch
-	st.echo.add(epoch, b.Records)
-	n.prov.add(st.device, epoch, p.recordSeqs(b), b.Records, entries)
+	st.echo.add(p.theirs.lineage(), b.Records)
+	n.prov.add(st.device, p.theirs.lineage(), p.recordSeqs(b), b.Records, entries)
 	n.stats.recordsReceived.Add(uint64(len(entries)))
 	// A stream that refused records keeps its cursor (refused.go).
 	to := b.Seq
@@ -435,9 +435,9 @@ func (p *puller) receive(ctx context.Context) error {
 		n.gate.progress(st)
 	}
 	if !p.refusal.on {
-		n.kn.noteCursor(st.device, mark{epoch, b.Seq})
+		n.kn.noteCursor(st.device, mark{p.theirs.lineage(), b.Seq})
 		if b.Whole {
-			n.kn.noteWhole(st.device, mark{epoch, b.Seq})
+			n.kn.noteWhole(st.device, mark{p.theirs.lineage(), b.Seq})
 		}
 	}
 	n.mu.Lock()

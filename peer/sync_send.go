@@ -180,7 +180,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 	mine := hello{
 		Library: n.cfg.Library.ID, Device: n.self, Name: n.cfg.Name,
 		Epoch: epoch, Last: last, Wall: n.now(), From: cursor, Caps: ourCaps,
-		Known: n.shareKnown(),
+		Known: n.shareKnown(), Run: n.run,
 	}
 	if err := appendFrame(&out, &wireFrame{Hello: mine.wire()}); err != nil {
 		return nil, 0, false, err
@@ -204,7 +204,7 @@ func (n *Node) greet(ctx context.Context, s stream, fr *frameReader, remote lpee
 	n.mu.Unlock()
 	pokeAdmitsUs(st)
 	snd := &sender{
-		n: n, st: st, s: s, epoch: epoch, peerEpoch: theirs.Epoch, echo: &st.echo, have: have,
+		n: n, st: st, s: s, epoch: epoch, peerLineage: theirs.lineage(), echo: &st.echo, have: have,
 		acks: newStreamAcks(cursor), fo: newFanout(), hold: relayHold{window: n.cfg.deferWindow},
 	}
 	return snd, cursor, false, nil
@@ -234,8 +234,8 @@ func readStart(fr *frameReader, epoch, last uint64, have map[crdt.DeviceID]mark)
 		return 0, protoErrorf("start frame of %d marks", len(st.Have))
 	}
 	for _, m := range st.Have {
-		if m.Epoch != 0 {
-			have[crdt.DeviceID(m.Device)] = mark{m.Epoch, m.Seq}
+		if m.Lineage != 0 {
+			have[crdt.DeviceID(m.Device)] = mark{m.Lineage, m.Seq}
 		}
 	}
 	return st.Seq, nil
@@ -243,20 +243,20 @@ func readStart(fr *frameReader, epoch, last uint64, have map[crdt.DeviceID]mark)
 
 // sender streams batches on one sync stream.
 type sender struct {
-	n         *Node
-	st        *peerState
-	s         stream
-	epoch     uint64 // of our store
-	peerEpoch uint64 // of the puller's store, for echo suppression
-	echo      *echoSet
-	have      map[crdt.DeviceID]mark // full marks of the puller
-	acks      *streamAcks
-	fo        *fanout // what the puller pulls from itself (fanout.go)
-	out       bytes.Buffer
-	lastBatch time.Time   // when the last batch was sent
-	hold      relayHold   // relays held back (hold.go)
-	caught    caughtState // what the last Caught frame said (caught.go)
-	toGo      toGo        // records left to send in this catch-up (togo.go)
+	n           *Node
+	st          *peerState
+	s           stream
+	epoch       uint64 // of our store
+	peerLineage uint64 // the puller's, for echo suppression
+	echo        *echoSet
+	have        map[crdt.DeviceID]mark // full marks of the puller
+	acks        *streamAcks
+	fo          *fanout // what the puller pulls from itself (fanout.go)
+	out         bytes.Buffer
+	lastBatch   time.Time   // when the last batch was sent
+	hold        relayHold   // relays held back (hold.go)
+	caught      caughtState // what the last Caught frame said (caught.go)
+	toGo        toGo        // records left to send in this catch-up (togo.go)
 }
 
 // run sends everything after cursor, and then each change as the store

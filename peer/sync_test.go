@@ -410,3 +410,34 @@ func writeBooks(t *testing.T, s *memStore, first, n int) {
 		}
 	}
 }
+
+// A device restored from an old copy gets back what it wrote after the
+// copy from a device that pulled it, even one that never noticed the
+// restore: behind a partition, its connection to the stopped run stays
+// open until it times out, and with it its memory of what that run sent.
+// The pipe links here never close a libp2p connection, so B keeps that
+// memory, as it does then.
+func TestRestoredPullerGetsWhatItLost(t *testing.T) {
+	lib := newLib(t)
+	a, b := newDevice(t, "A"), newDevice(t, "B")
+	a.start(t, lib, nil, quiet)
+	b.start(t, lib, nil, quiet)
+	writeBooks(t, a.store, 0, 100)
+	pull := openLink(b, a)
+	poll.Until(t, "B to pull A's books", 10*time.Second, func() bool { return b.store.len() == 100 })
+	pull.cut()
+
+	a.stop(t)
+	a.restoreBlank()
+	writeBooks(t, a.store, 1000, 150) // past the cursor B holds, so B's pull resends everything
+	a.start(t, lib, nil, quiet)
+	links := []*pipeLink{openLink(b, a), openLink(a, b)}
+	defer func() {
+		for _, l := range links {
+			l.cut()
+		}
+	}()
+	poll.Until(t, "A to get back the books it lost", 10*time.Second, func() bool {
+		return a.store.len() == 250 && converged(a.store, b.store)
+	})
+}
