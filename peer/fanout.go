@@ -67,7 +67,7 @@ const (
 )
 
 // directSet is, on the pull side, the devices this device pulls from at
-// the moment, each with the epoch of its store.
+// the moment, each with the lineage of its changes (knowledge.go).
 type directSet struct {
 	mu      sync.Mutex
 	ver     uint64

@@ -29,10 +29,9 @@ import (
 //     the puller starts its pull from D at the best of its own cursor and the
 //     ones it was handed (a cursor is true of every lower number too, so one
 //     past D's hello counts up to D's last; never across lineages, see
-//     below). A device
-//     that joins a library therefore pulls everything from the first device
-//     it meets (the others wait at the catch-up gate) and from the others
-//     only what changed since.
+//     below). A device that joins a library therefore pulls everything from
+//     the first device it meets (the others wait at the catch-up gate) and
+//     from the others only what changed since.
 //   - Whole states travel. "This store includes all of D's state of the
 //     moment D's last was L" (a full mark) is what a Caught frame proves of
 //     the sender, and, read before the look, of every full mark the sender
@@ -95,8 +94,8 @@ type versioned struct {
 	ver uint64
 }
 
-// raise records m for dev in table t: it replaces a mark of another epoch
-// (a wiped store starts over) and raises one of the same epoch.
+// raise records m for dev in table t: it replaces a mark of another
+// lineage (a wiped store, a restarted node) and raises one of the same.
 func (k *knowledge) raise(t *map[crdt.DeviceID]versioned, dev crdt.DeviceID, m mark) {
 	if m.lineage == 0 || dev == 0 {
 		return
@@ -209,9 +208,9 @@ func marksSince(t map[crdt.DeviceID]versioned, ver uint64, except crdt.DeviceID)
 // Provenance is a table of slots in sets of provenanceWays, hashed by
 // state, that doubles while it is less than provenanceMax slots and three
 // quarters full: 16 bytes a slot (80 bits of a hash of the state, and its
-// sequence number with the index of its sender and epoch in a short list),
+// sequence number with the index of its sender and lineage in a short list),
 // where a Go map of the states, or a slot with the whole hash (and device
-// and epoch), takes several times as much for a table that is a large part
+// and lineage), takes several times as much for a table that is a large part
 // of a joining device's live heap. 80 bits keep a lookup's chance of finding
 // another state's slot, which would skip a record the puller may lack,
 // below 2^-76 (16 slots are compared). A small library's table takes what
@@ -226,9 +225,9 @@ const (
 
 // A slot packs a state's sequence number into the low seqBits of its 48
 // bits of position and the index of its origin above them. maxOrigins
-// bounds the distinct (device, epoch) pairs a table names: members (at
-// most maxMarks) and their epochs are few, and reaching it (a device that
-// meets hundreds of store epochs) forgets the whole table. A state
+// bounds the distinct (device, lineage) pairs a table names: members (at
+// most maxMarks) and their lineages are few, and reaching it (a device that
+// meets hundreds of runs and store epochs) forgets the whole table. A state
 // numbered past the bits (after 2^40 changes of one store) is not
 // remembered. Either only costs records sent again.
 const (
@@ -285,7 +284,7 @@ func (s *provenanceSlot) position() (origin uint64, seq uint64) {
 	return at >> seqBits, at & (1<<seqBits - 1)
 }
 
-// origin is a device's store of one epoch.
+// origin is a device's changes of one lineage.
 type origin struct {
 	device  crdt.DeviceID
 	lineage uint64
@@ -296,15 +295,15 @@ type source struct {
 	mark
 }
 
-// add remembers that dev sent records from its store of epoch, record i
+// add remembers that dev sent records of its lineage, record i
 // (decoded as entries[i]) being its state at dev's sequence number seq(i)
 // (or earlier). The first source of a state is kept: any one proves it. A
 // state that collection may take out of a store is not remembered (see
 // provenance).
-func (p *provenance) add(dev crdt.DeviceID, epoch uint64, seq func(i int) uint64, records [][]byte, entries []crdt.Entry) {
+func (p *provenance) add(dev crdt.DeviceID, lineage uint64, seq func(i int) uint64, records [][]byte, entries []crdt.Entry) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	o := uint64(p.originOf(origin{dev, epoch})) << seqBits
+	o := uint64(p.originOf(origin{dev, lineage})) << seqBits
 	for i, r := range records {
 		s := seq(i)
 		if crdt.MayBeCollected(&entries[i]) || s >= 1<<seqBits {
