@@ -88,7 +88,7 @@
 // stream whenever the sender's address book learns an address
 // (addrbook.go). Run, omitted when 0, is a random number the sender drew
 // when its node started: records a device sent in one run are not taken
-// for what its store holds in another (echo.go).
+// for what its store holds in another (lineage, knowledge.go).
 //
 // The puller opens with a Hello that says where it is in the sender's
 // change sequence (want epoch, want seq: its cursor). The sender checks the

@@ -101,8 +101,9 @@ type wireHello struct {
 	// the sender first (addrbook.go); a build without it skips it.
 	Addrs []wireKnown `cbor:"12,keyasint,omitempty"`
 	// Run is a random number its sender drew when its node started: what
-	// a peer sent in one run is in its store for that run only (echo.go).
-	// A build without it sends none, which stands for one run.
+	// a peer sent in one run is in its store for that run only (lineage,
+	// knowledge.go). A build without it sends none, which stands for one
+	// run.
 	Run uint64 `cbor:"13,keyasint,omitempty"`
 }
 

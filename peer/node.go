@@ -133,7 +133,7 @@ type Node struct {
 	host host.Host
 	self crdt.DeviceID
 	// run tells this node's hellos from those of the device's earlier
-	// and later runs (echo.go).
+	// and later runs (lineage, knowledge.go).
 	run   uint64
 	store Store
 	// sends is what this node sent to whom, and the delivered marks that
