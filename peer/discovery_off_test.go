@@ -1,16 +1,12 @@
 package peer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,6 +14,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/internal/logbuf"
+	"github.com/danyue/danyue/internal/netnstest"
 	"github.com/danyue/danyue/internal/poll"
 	"github.com/hashicorp/mdns"
 )
@@ -41,44 +38,14 @@ func TestIsBindError(t *testing.T) {
 	}
 }
 
-// netnsEnv marks a test process that ranInOwnNetns started.
-const netnsEnv = "DANYUE_TEST_OWN_NETNS"
-
-// ranInOwnNetns runs the calling test again in a network namespace of its
-// own, where it can, and reports whether it did; the caller then returns.
-// A test that holds UDP 5353 holds it for the whole host: any other
-// process's mDNS socket fails to bind meanwhile, as the Windows tests that
-// CI runs under wine beside these would. It can as root on Linux, with
-// unshare and ip (what CI has); elsewhere the test runs here, holding the
-// host's port for a moment.
-func ranInOwnNetns(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv(netnsEnv) != "" || runtime.GOOS != "linux" || os.Geteuid() != 0 {
-		return false
-	}
-	unshare, err := exec.LookPath("unshare")
-	if err != nil {
-		return false
-	}
-	ip, err := exec.LookPath("ip")
-	if err != nil {
-		return false
-	}
-	cmd := exec.CommandContext(t.Context(), unshare, "--net", "--", "sh", "-c", `"$0" link set lo up && exec "$@"`, ip,
-		os.Args[0], "-test.run", "^"+regexp.QuoteMeta(t.Name())+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), netnsEnv+"=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
-		t.Fatalf("in a network namespace of its own: %v\n%s", err, out)
-	}
-	t.Logf("passed in a network namespace of its own")
-	return true
-}
-
 // holdMDNSPort binds UDP 5353 on every address and both families without
 // SO_REUSEADDR, as a responder that does not share the port would, so that
-// every mDNS socket of this process fails to bind. Linux only: the sharing
-// rules differ elsewhere (on Windows SO_REUSEADDR would take the port over).
+// every mDNS socket of this process fails to bind. It holds the port for
+// the whole network namespace, so its callers run in one of their own
+// where they can (netnstest.Rerun): the mDNS tests of other processes, such
+// as the Windows tests CI runs under wine beside these, would fail. Linux
+// only: the sharing rules differ elsewhere (on Windows SO_REUSEADDR would
+// take the port over).
 func holdMDNSPort(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
@@ -121,7 +88,7 @@ func checkOffLine(t *testing.T, logs, iface string) {
 // once that LAN discovery is off on the interface and what to do, and
 // keeps running: a static peer still syncs with it.
 func TestDiscoveryOffWhenPortHeld(t *testing.T) {
-	if ranInOwnNetns(t) {
+	if netnstest.Rerun(t) {
 		return
 	}
 	holdMDNSPort(t)
@@ -149,7 +116,7 @@ func TestDiscoveryOffWhenPortHeld(t *testing.T) {
 // the next round does not query there again, so the log does not fill up
 // with the same failure every backoff period.
 func TestQueryOffWhenPortHeld(t *testing.T) {
-	if ranInOwnNetns(t) {
+	if netnstest.Rerun(t) {
 		return
 	}
 	holdMDNSPort(t)

@@ -2,11 +2,14 @@ package peer
 
 import (
 	"fmt"
+	"maps"
 
+	"github.com/danyue/danyue/internal/lan"
 	"github.com/libp2p/go-libp2p/core/event"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 // Meeting members at the addresses of the book (addrbook.go).
@@ -68,7 +71,10 @@ func (n *Node) learnFrom(remote lpeer.ID, ws []wireKnown) {
 		if !member && n.book.full(k.Peer) {
 			continue
 		}
-		if n.book.learn(k) && member && k.Peer != remote {
+		// The remote's own addresses are met too: it is connected, so
+		// nothing is dialled, but its announced addresses (a port forward
+		// at home) are where it is found once this device is away.
+		if n.book.learn(k) && member {
 			n.meet(k)
 		}
 	}
@@ -113,14 +119,13 @@ func (n *Node) meetKnown() {
 	}
 }
 
-// watchAddrs follows this device's own addresses: when they change (a new
-// network, an interface up or down), the members are told (Addrs frames)
-// and every member not connected is dialled at once rather than after its
-// backoff, since what failed before may work from here.
+// watchAddrs follows this device's addresses as libp2p sees them, which it
+// looks for every few seconds: a change is told to the members (Addrs
+// frames) and handled as a change of network (networkChanged). Only a
+// change counts: the host also reports its first addresses, and addresses
+// that come back unchanged.
 func (n *Node) watchAddrs(sub event.Subscription) {
 	defer sub.Close()
-	// The host also reports its first addresses, and addresses that come
-	// back unchanged: only a change counts.
 	was := n.host.Addrs()
 	for {
 		select {
@@ -137,20 +142,54 @@ func (n *Node) watchAddrs(sub event.Subscription) {
 		}
 		was = now
 		n.book.touch()
-		n.mu.Lock()
-		var wake []*peerState
-		for _, st := range n.peers {
-			if st.kept && !st.connected {
-				st.dialNow = true
-				wake = append(wake, st)
-			}
-		}
-		n.mu.Unlock()
-		for _, st := range wake {
-			st.poke()
-		}
-		n.log.Info("this device's addresses changed; dialling members", "addrs", n.Addrs(), "members", len(wake))
+		n.networkChanged()
 	}
+}
+
+// watchNetwork follows the changes of this device's interfaces that the
+// system reports as they happen (lan.Watch), which libp2p only sees at its
+// next look: a phone that leaves the home Wi-Fi for the mobile network
+// dials its members from there at once.
+func (n *Node) watchNetwork(changes <-chan struct{}) {
+	was := lan.LocalIPs()
+	for range changes {
+		now := lan.LocalIPs()
+		if maps.Equal(was, now) {
+			continue
+		}
+		was = now
+		n.networkChanged()
+	}
+}
+
+// networkChanged handles a change of this device's network: connections
+// from an address this device no longer has are closed, since nothing sent
+// on them arrives and they would otherwise look alive until their
+// keep-alive fails, and every member is dialled at once rather than after
+// its backoff, since what failed before may work from here: one not
+// connected now, and one whose connection was just closed as soon as its
+// disconnect is seen.
+func (n *Node) networkChanged() {
+	local := lan.LocalIPs()
+	for _, c := range n.host.Network().Conns() {
+		if ip, err := manet.ToIP(c.LocalMultiaddr()); err == nil && !ip.IsLoopback() && !local[ip.String()] {
+			n.log.Info("closing a connection from an address this device no longer has", "peer", c.RemotePeer(), "local", c.LocalMultiaddr())
+			c.Close()
+		}
+	}
+	n.mu.Lock()
+	var wake []*peerState
+	for _, st := range n.peers {
+		if st.kept {
+			st.dialNow = true
+			wake = append(wake, st)
+		}
+	}
+	n.mu.Unlock()
+	for _, st := range wake {
+		st.poke()
+	}
+	n.log.Info("this device's network changed; dialling members", "addrs", n.Addrs(), "members", len(wake))
 }
 
 // sameAddrs reports whether a and b hold the same addresses, in any order.

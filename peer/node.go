@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/lan"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -242,6 +243,11 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.spawn(func() { n.watchAddrs(addrSub) })
 	} else {
 		n.log.Warn("cannot follow this device's address changes; members are redialled with backoff only", "err", err)
+	}
+	if changes, err := lan.Watch(n.ctx); err == nil {
+		n.spawn(func() { n.watchNetwork(changes) })
+	} else {
+		n.log.Debug("the system does not report network changes; libp2p's look every few seconds finds them", "err", err)
 	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {

@@ -51,16 +51,19 @@ type peerState struct {
 	waiting bool
 	// admitsUs is poked when the peer pulls from us: it holds us for a
 	// member, so a pull of ours it refused as not one is worth retrying.
-	admitsUs   chan struct{}
-	caps       uint64        // the capability bits of its latest hello
-	pullDone   chan struct{} // closed when the previous pull loop returned
-	announced  bool          // PeerConnected was emitted for this connection
-	serving    int           // sync streams we are sending on to it
-	fanout     *fanout       // what it said on its latest pull stream of devices it pulls from (fanout.go)
-	lastSeen   time.Time
-	lostAt     time.Time // when the last connection to a member ended
-	lastErr    string
-	pullConn   network.Conn       // the connection our pull stream runs on
+	admitsUs  chan struct{}
+	caps      uint64        // the capability bits of its latest hello
+	pullDone  chan struct{} // closed when the previous pull loop returned
+	announced bool          // PeerConnected was emitted for this connection
+	serving   int           // sync streams we are sending on to it
+	fanout    *fanout       // what it said on its latest pull stream of devices it pulls from (fanout.go)
+	lastSeen  time.Time
+	lostAt    time.Time // when the last connection to a member ended
+	lastErr   string
+	pullConn  network.Conn // the connection our pull stream runs on
+	// pullMoved: admitSync closed pullConn for a newer connection, so the
+	// pull reopens there at once rather than after a backoff.
+	pullMoved  bool
 	cancelPull context.CancelFunc // ends our pull stream (it reopens)
 	resendAll  bool               // our next pull starts from 0 (see noteRegression)
 

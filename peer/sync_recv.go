@@ -38,7 +38,16 @@ func (n *Node) pullLoop(ctx context.Context, st *peerState) {
 		n.mu.Lock()
 		st.lastErr = err.Error()
 		info := n.info(st)
+		moved := st.pullMoved
+		st.pullMoved = false
 		n.mu.Unlock()
+		if moved {
+			// Not a failure: the peer came back on a newer connection (a
+			// device that changed networks), where the pull goes on.
+			n.log.Debug("pulling again from peer on its newer connection", "peer", st.id, "device", st.device)
+			attempt = -1
+			continue
+		}
 		if errors.Is(err, errReoffer) {
 			n.log.Info("pulling again from peer: some records it sent were refused, and may be taken now", "peer", st.id, "device", st.device)
 			attempt = -1

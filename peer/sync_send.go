@@ -82,8 +82,10 @@ func (n *Node) admitSync(s network.Stream, remote lpeer.ID) bool {
 		st.serving++
 	}
 	stale := st.pullConn
+	moved := stale != nil && stale != s.Conn() && stale.Stat().Opened.Before(s.Conn().Stat().Opened)
+	st.pullMoved = st.pullMoved || moved
 	n.mu.Unlock()
-	if stale != nil && stale != s.Conn() && stale.Stat().Opened.Before(s.Conn().Stat().Opened) {
+	if moved {
 		// The peer pulls on a newer connection than ours: it gave the older
 		// one up (typically after a partition that only its side noticed),
 		// and our pull there would wait on a dead connection until keepalives

@@ -61,6 +61,7 @@ func TestLayers(t *testing.T) {
 		"internal/leaks":           nil,
 		"internal/logbuf":          nil,
 		"internal/lan":             nil,
+		"internal/netnstest":       nil,
 		"internal/keyalgo":         nil,
 		"pair":                     nil,
 		"internal/qrterm":          nil,

@@ -40,34 +40,54 @@ func Addrs(addr string, loopback bool) []string {
 		return []string{addr}
 	}
 	v4only := ip.To4() != nil
+	var lan, loop []string
+	for _, ip := range upIPs() {
+		if v4only && ip.To4() == nil {
+			continue
+		}
+		hp := net.JoinHostPort(ip.String(), port)
+		switch {
+		case ip.IsLoopback():
+			if loopback {
+				loop = append(loop, hp)
+			}
+		case ip.IsGlobalUnicast():
+			lan = append(lan, hp)
+		}
+	}
+	return append(lan, loop...)
+}
+
+// LocalIPs returns the addresses of this machine's interfaces that are up,
+// as strings (net.IP.String).
+func LocalIPs() map[string]bool {
+	out := map[string]bool{}
+	for _, ip := range upIPs() {
+		out[ip.String()] = true
+	}
+	return out
+}
+
+// upIPs returns the addresses of the interfaces that are up.
+func upIPs() []net.IP {
 	all, err := net.Interfaces()
 	if err != nil {
 		return nil
 	}
-	var lan, loop []string
+	var out []net.IP
 	for _, ifc := range all {
 		if ifc.Flags&net.FlagUp == 0 {
 			continue
 		}
-		ifaddrs, err := ifc.Addrs()
+		addrs, err := ifc.Addrs()
 		if err != nil {
 			continue
 		}
-		for _, a := range ifaddrs {
-			n, ok := a.(*net.IPNet)
-			if !ok || v4only && n.IP.To4() == nil {
-				continue
-			}
-			hp := net.JoinHostPort(n.IP.String(), port)
-			switch {
-			case n.IP.IsLoopback():
-				if loopback {
-					loop = append(loop, hp)
-				}
-			case n.IP.IsGlobalUnicast():
-				lan = append(lan, hp)
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				out = append(out, n.IP)
 			}
 		}
 	}
-	return append(lan, loop...)
+	return out
 }
