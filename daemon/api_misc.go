@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/kosync"
 	"github.com/danyue/danyue/library"
+	"github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
 )
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, r *http.Request) error {
@@ -56,7 +59,30 @@ func (d *Daemon) status() api.Status {
 	for _, a := range d.lib.Addrs() {
 		st.Addresses = append(st.Addresses, a.String())
 	}
+	st.Unreachable = unreachable(peers)
 	return st
+}
+
+// unreachable is api.Status.Unreachable: set when no other member is
+// connected and at least one was dialled from here and failed, so that a
+// device away from home says so rather than look merely idle.
+func unreachable(peers []api.Peer) string {
+	var why string
+	for _, p := range peers {
+		if p.Connected {
+			return ""
+		}
+		if p.State == "unreachable" && p.LastError != "" && why == "" {
+			why = p.LastError
+		}
+	}
+	if why == "" {
+		return ""
+	}
+	return "no member of the library can be reached from this network (" + why + "); sync resumes as soon as one can. " +
+		"To sync away from home, make one member reachable from the internet: forward a TCP port to it on its router " +
+		"and start it with --listen /ip4/0.0.0.0/tcp/PORT --announce /ip4/PUBLIC-ADDRESS/tcp/PORT (or /dns4/NAME/tcp/PORT), " +
+		"or run a member on a host with a public address"
 }
 
 // clockWarnings renders the library's clock warnings for GET /v1/status.
@@ -130,7 +156,9 @@ func (d *Daemon) peers() []api.Peer {
 			pj.Addresses = append(pj.Addresses, a.String())
 		}
 		pj.State = peerState(p.Connected, pj.LastSeen != nil || len(pj.Addresses) > 0)
-		if !p.Connected {
+		if p.Connected {
+			pj.Via = via(p.Addrs)
+		} else {
 			pj.LastError = shortDialError(p.LastError)
 		}
 		if off := p.ClockOffset.Abs(); p.ClockKnown && off > library.ClockWarnAfter {
@@ -264,9 +292,46 @@ func peerState(connected, known bool) string {
 	return "never-met"
 }
 
+// via is api.Peer.Via for a peer connected at addrs: lan if any of them is
+// a private address (RFC 1918, RFC 4193, the shared space of RFC 6598 that
+// VPNs use, link-local or loopback), otherwise internet.
+func via(addrs []multiaddr.Multiaddr) string {
+	if len(addrs) == 0 {
+		return ""
+	}
+	for _, a := range addrs {
+		ip, err := manet.ToIP(a)
+		if err != nil {
+			continue
+		}
+		if ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || sharedSpace.Contains(ip) {
+			return "lan"
+		}
+	}
+	return "internet"
+}
+
+// sharedSpace is 100.64.0.0/10 (RFC 6598): carrier-grade NAT and VPNs.
+var sharedSpace = &net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
+
 // shortDialError cuts a libp2p dial error, which lists every address tried
-// with its whole error chain, to what a person acts on.
+// with its whole error chain, to what a person acts on. A member's loopback
+// addresses are kept (they reach a device on the same host), and a refusal
+// there says nothing about where the member is: the other addresses'
+// errors are judged when there are any.
 func shortDialError(s string) string {
+	var other []string
+	for _, l := range strings.Split(s, "\n") {
+		if a, ok := strings.CutPrefix(strings.TrimSpace(l), "* ["); ok {
+			if strings.HasPrefix(a, "/ip4/127.") || strings.HasPrefix(a, "/ip6/::1/") {
+				continue
+			}
+			other = append(other, l)
+		}
+	}
+	if len(other) > 0 {
+		s = strings.Join(other, "\n")
+	}
 	for _, c := range []struct{ has, say string }{
 		{"connection refused", "connection refused (nothing listens there: the device is off, or danyue is not running)"},
 		{"no route to host", "no route to host"},

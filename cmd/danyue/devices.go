@@ -86,7 +86,7 @@ func printDevices(e *env, list []api.Member) error {
 		case !m.Member:
 			state = "not a member"
 		default:
-			state = peerStateText(m.State, m.Connected)
+			state = peerStateText(api.Peer{State: m.State, Connected: m.Connected, Via: m.Via})
 		}
 		if m.ClockOffsetMs != nil {
 			p.ClockOffsetMs = *m.ClockOffsetMs

@@ -56,6 +56,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		}
 		printPulling(e, st.Peers)
 	}
+	if st.Unreachable != "" {
+		fmt.Fprintf(e.stdout, "warning: %s\n", printable(st.Unreachable))
+	}
 	// The writers whose changes arrived stamped ahead of this clock, which
 	// may be devices that are not peers of this one at all.
 	for _, w := range st.ClockWarnings {
@@ -91,7 +94,7 @@ func printPeers(e *env, peers []api.Peer) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "NAME\tDEVICE\tSTATE\tLAST SEEN\tCLOCK")
 	for _, p := range peers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(printable(p.Name)), p.Device, peerStateText(p.State, p.Connected), lastSeen(p), clockOffset(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", orDash(printable(p.Name)), p.Device, peerStateText(p), lastSeen(p), clockOffset(p))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -105,17 +108,23 @@ func printPeers(e *env, peers []api.Peer) error {
 	return nil
 }
 
-// peerStateText is api.Peer.State for a table.
-func peerStateText(state string, connected bool) string {
-	switch {
-	case connected:
+// peerStateText is api.Peer.State for a table, with how a connected peer
+// is reached.
+func peerStateText(p api.Peer) string {
+	switch state := p.State; {
+	case p.Connected && p.Via == "lan":
+		return "connected (LAN)"
+	case p.Connected && p.Via == "internet":
+		return "connected (internet)"
+	case p.Connected:
 		return "connected"
 	case state == "never-met":
 		return "never met"
 	case state == "":
 		return "offline" // a daemon of an older build
+	default:
+		return state
 	}
-	return state
 }
 
 // printUnreachable says, under a table, where each unreachable device was

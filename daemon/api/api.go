@@ -124,6 +124,10 @@ type Status struct {
 	// changes it had acknowledged that its database did not bring back (a
 	// damaged disk or file). Nil when nothing was lost.
 	StoreLoss *StoreLoss `json:"storeLoss"`
+	// Unreachable says, when the library has other members and this
+	// device reaches none of them from where it is, why and what to do;
+	// absent otherwise.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // StoreLoss names the acknowledged changes the store lost. The daemon asked
@@ -206,7 +210,10 @@ type Peer struct {
 	// known (Addresses: where it was last, or is dialled), but not
 	// connected now; or never-met: a member of the library this device
 	// has never reached and knows no address of.
-	State     string   `json:"state"`
+	State string `json:"state"`
+	// Via is how a connected peer is reached: lan (a private network:
+	// the LAN, or a VPN) or internet. Absent while not connected.
+	Via       string   `json:"via,omitempty"`
 	LastSeen  *string  `json:"lastSeen"`
 	Addresses []string `json:"addresses"`
 	// LastError is why the last dial failed, shortly, while unreachable.

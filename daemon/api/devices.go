@@ -31,9 +31,10 @@ type Member struct {
 	// As a peer of this device (see Peer); all zero for this device itself.
 	Connected bool    `json:"connected"`
 	LastSeen  *string `json:"lastSeen"`
-	// State, Addresses and LastError are those of Peer; absent for this
-	// device and for removed ones.
+	// State, Via, Addresses and LastError are those of Peer; absent for
+	// this device and for removed ones.
 	State     string   `json:"state,omitempty"`
+	Via       string   `json:"via,omitempty"`
 	Addresses []string `json:"addresses,omitempty"`
 	LastError string   `json:"lastError,omitempty"`
 	// ClockOffsetMs is how far its clock is ahead of this device's
