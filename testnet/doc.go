@@ -60,4 +60,13 @@
 // rules computed from the log of acknowledged operations), ClockSkew,
 // FarFutureClock, Crash, Wipe, Deletion and BigHeal. Each is a test of this package; the testnet
 // command runs them all and prints the report.
+//
+// # The NAT lab
+//
+// Net.Lab turns the LAN into a home network behind a NAT router and adds
+// an internet, a phone's network behind carrier-grade NAT, an office behind
+// another NAT and a place with no network (natlab.go); Lab.Move carries a
+// running node between them. The away-* scenarios (AwayWrites,
+// AwayThroughHome, AwayUnreachable, AwayStrangers) prove sync away from
+// home through a member the internet can reach.
 package testnet

@@ -75,3 +75,8 @@ func TestLocal(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) { s.Run(t, p, nil) })
 	}
 }
+
+func TestAwayWrites(t *testing.T)      { AwayWrites(t, params(), nil) }
+func TestAwayThroughHome(t *testing.T) { AwayThroughHome(t, params(), nil) }
+func TestAwayUnreachable(t *testing.T) { AwayUnreachable(t, params(), nil) }
+func TestAwayStrangers(t *testing.T)   { long(t); AwayStrangers(t, params(), nil) }

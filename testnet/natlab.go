@@ -1,0 +1,250 @@
+package testnet
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// The NAT lab: the LAN of New becomes a home network behind a router, and
+// beside it an "internet" and other networks a device can be carried to, so
+// that the away-* scenarios prove sync between devices that are not on one
+// LAN. Like the LAN, everything lives in namespaces this process created:
+//
+//   - the internet is a bridge (brwan) in the switch namespace on
+//     198.51.100.0/24 (TEST-NET-2, an address block reserved for examples);
+//   - each site is a router namespace with eth0 on the internet and eth1 on
+//     the site's own bridge, which masquerades (source NAT) what its devices
+//     send out; a site's devices have it as their default route;
+//   - home is the LAN of New (its bridge br0 and subnet), whose router can
+//     forward a port to one device, as a user sets up on a home router;
+//   - carrier is a phone's mobile network behind carrier-grade NAT: a
+//     100.64.0.0/24 subnet (the shared address space of RFC 6598) whose
+//     router picks a random public port for every connection
+//     (masquerade fully-random: address- and port-dependent mapping);
+//   - office is another LAN behind a NAT of its own;
+//   - offline is a bridge with no router: a device there has no network.
+//
+// The routers have no route to the sites' private subnets, so a device that
+// dials a LAN address of another site gets no answer, as on the internet.
+
+// Site is a network of the NAT lab.
+type Site string
+
+// The sites of the NAT lab.
+const (
+	Home    Site = "home"
+	Carrier Site = "carrier"
+	Office  Site = "office"
+	Offline Site = "offline"
+)
+
+// siteNet is a site's bridge, subnet (with a trailing dot; a device's
+// address is subnet+index, the router's subnet+254) and public address.
+type siteNet struct {
+	bridge int
+	subnet string
+	public string
+	nat    string // the masquerade statement of its router
+}
+
+// wanSubnet is the internet of the lab.
+const wanSubnet = "198.51.100."
+
+// Lab is the NAT lab of a Net (Net.Lab).
+type Lab struct {
+	nt    *Net
+	sites map[Site]siteNet
+	where map[*Node]Site
+}
+
+// LabOption configures the NAT lab.
+type LabOption func(*labConfig)
+
+type labConfig struct {
+	forward     *Node
+	forwardPort int
+}
+
+// PortForward makes the home router forward TCP port to n, on the same
+// port: what a user sets up to reach a device at home from anywhere.
+func PortForward(n *Node, port int) LabOption {
+	return func(c *labConfig) { c.forward, c.forwardPort = n, port }
+}
+
+// labMissing returns why the NAT lab cannot be built here, or "".
+func labMissing() string {
+	if why := netnsMissing(); why != "" {
+		return why
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		return "no nft command in PATH (nftables; .ci/run installs it)"
+	}
+	return ""
+}
+
+// Lab turns the LAN into the home site of a NAT lab and builds the other
+// sites (see above). Every node is at home. It skips the test where the
+// lab cannot be built.
+func (nt *Net) Lab(opts ...LabOption) *Lab {
+	nt.t.Helper()
+	if nt.nw == nil {
+		nt.t.Fatalf("testnet: the NAT lab needs network namespaces (New), not NewLocal")
+	}
+	if why := labMissing(); why != "" {
+		nt.t.Skipf("testnet: the NAT lab: %s", why)
+	}
+	var cfg labConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	l := &Lab{nt: nt, where: map[*Node]Site{}, sites: map[Site]siteNet{
+		Home:    {bridge: 0, subnet: nt.nw.subnet, public: wanSubnet + "1", nat: "masquerade"},
+		Carrier: {bridge: 101, subnet: "100.64.0.", public: wanSubnet + "2", nat: "masquerade fully-random"},
+		Office:  {bridge: 102, subnet: "172.16.0.", public: wanSubnet + "3", nat: "masquerade"},
+		Offline: {bridge: 103},
+	}}
+	nw := nt.nw
+	nw.mu.Lock()
+	cmds := nw.bridgeCmds(100) // brwan
+	for _, s := range []Site{Carrier, Office, Offline} {
+		cmds = append(cmds, nw.bridgeCmds(l.sites[s].bridge)...)
+	}
+	nw.mu.Unlock()
+	if err := nw.batch(nw.sw, cmds); err != nil {
+		nt.t.Fatalf("testnet: the NAT lab: %v", err)
+	}
+	for _, s := range []Site{Home, Carrier, Office} {
+		var forward string
+		if s == Home && cfg.forward != nil {
+			forward = fmt.Sprintf("iifname eth0 tcp dport %d dnat to %s:%d", cfg.forwardPort, cfg.forward.ip, cfg.forwardPort)
+		}
+		if err := l.router(s, forward); err != nil {
+			nt.t.Fatalf("testnet: the NAT lab: %s router: %v", s, err)
+		}
+	}
+	for _, n := range nt.Nodes() {
+		l.where[n] = Home
+		if err := nw.batch(n.ns, []string{"route replace default via " + nw.subnet + "254"}); err != nil {
+			nt.t.Fatalf("testnet: the NAT lab: %s: %v", n, err)
+		}
+	}
+	nt.logf("testnet: NAT lab: internet %s0/24; home %s0/24 behind %s; carrier 100.64.0.0/24 behind %s (fully random ports); office 172.16.0.0/24 behind %s",
+		wanSubnet, nw.subnet, l.sites[Home].public, l.sites[Carrier].public, l.sites[Office].public)
+	return l
+}
+
+// router creates the router namespace of site s, with the dnat rule
+// forward if not empty.
+func (l *Lab) router(s Site, forward string) error {
+	nw, sn := l.nt.nw, l.sites[s]
+	ns := fmt.Sprintf("%s-r%s", nw.id, s)
+	if err := ipRun("", "netns", "add", ns); err != nil {
+		return err
+	}
+	nw.mu.Lock()
+	nw.hosts = append(nw.hosts, ns)
+	nw.mu.Unlock()
+	wan, lan := "w"+string(s), "l"+string(s)
+	err := nw.batch(ns, []string{
+		fmt.Sprintf("link add eth0 type veth peer name %s netns %s", wan, nw.sw),
+		fmt.Sprintf("link add eth1 type veth peer name %s netns %s", lan, nw.sw),
+		fmt.Sprintf("addr add %s/24 dev eth0", sn.public),
+		fmt.Sprintf("addr add %s254/24 dev eth1", sn.subnet),
+		"link set lo up", "link set eth0 up", "link set eth1 up",
+	})
+	if err != nil {
+		return err
+	}
+	err = nw.batch(nw.sw, []string{
+		"link set " + wan + " master br100", "link set " + wan + " up",
+		fmt.Sprintf("link set %s master br%d", lan, sn.bridge), "link set " + lan + " up",
+	})
+	if err != nil {
+		return err
+	}
+	rules := "table ip nat {\n" +
+		"  chain pre {\n    type nat hook prerouting priority dstnat;\n    " + forward + "\n  }\n" +
+		"  chain post {\n    type nat hook postrouting priority srcnat;\n    oifname eth0 " + sn.nat + "\n  }\n" +
+		"}\n"
+	if err := nsRun(ns, rules, "nft", "-f", "-"); err != nil {
+		return err
+	}
+	return nsRun(ns, "", "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+}
+
+// nsRun runs a command inside namespace ns, with stdin if not empty.
+func nsRun(ns, stdin string, args ...string) error {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s in %s: %w: %s", strings.Join(args, " "), ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Public is the internet address of site s's router.
+func (l *Lab) Public(s Site) string { return l.sites[s].public }
+
+// Where is the site node n is at.
+func (l *Lab) Where(n *Node) Site { return l.where[n] }
+
+// Move carries node n to site s: its port moves to the site's bridge, and
+// its address and default route become the site's, as when a phone leaves
+// the home Wi-Fi for the mobile network. Its daemon keeps running and sees
+// its address change; connections it had stay open until they fail, as
+// they do on a real device.
+func (l *Lab) Move(n *Node, s Site) {
+	l.nt.t.Helper()
+	from, to := l.sites[l.where[n]], l.sites[s]
+	nw := l.nt.nw
+	nw.mu.Lock()
+	err := nw.batch(nw.sw, []string{fmt.Sprintf("link set v%d master br%d", n.index, to.bridge)})
+	nw.mu.Unlock()
+	if err == nil && from.subnet != to.subnet {
+		cmds := []string{"addr flush dev eth0 scope global"}
+		if to.subnet != "" {
+			cmds = append(cmds,
+				fmt.Sprintf("addr add %s%d/24 dev eth0", to.subnet, n.index),
+				"route replace 224.0.0.0/4 dev eth0",
+				fmt.Sprintf("route replace default via %s254", to.subnet))
+		}
+		err = nw.batch(n.ns, cmds)
+	}
+	if err != nil {
+		l.nt.t.Fatalf("testnet: move %s to %s: %v", n, s, err)
+	}
+	l.where[n] = s
+	l.nt.logf("testnet: %s moved to %s (%s)", n, s, time.Now().Format("15:04:05.000"))
+}
+
+// strangerAddr is where Stranger's host is on the internet.
+const strangerAddr = wanSubnet + "66"
+
+// Stranger creates a host on the internet that belongs to no one's
+// library, and returns its namespace: where the away-strangers scenario
+// dials from.
+func (l *Lab) Stranger() string {
+	l.nt.t.Helper()
+	nw := l.nt.nw
+	ns := nw.id + "-stranger"
+	err := ipRun("", "netns", "add", ns)
+	if err == nil {
+		nw.mu.Lock()
+		nw.hosts = append(nw.hosts, ns)
+		nw.mu.Unlock()
+		err = nw.batch(ns, []string{
+			"link add eth0 type veth peer name wstranger netns " + nw.sw,
+			"addr add " + strangerAddr + "/24 dev eth0",
+			"link set lo up", "link set eth0 up",
+		})
+	}
+	if err == nil {
+		err = nw.batch(nw.sw, []string{"link set wstranger master br100", "link set wstranger up"})
+	}
+	if err != nil {
+		l.nt.t.Fatalf("testnet: the NAT lab: a stranger: %v", err)
+	}
+	return ns
+}

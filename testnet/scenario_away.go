@@ -1,0 +1,237 @@
+package testnet
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danyue/danyue/daemon/api"
+)
+
+// Away from home: the scenarios of the NAT lab (natlab.go). The devices
+// pair at home, as users do; then some leave. A member reachable from the
+// internet (here the NAS, whose port the home router forwards and which
+// announces the router's address) carries every change by itself: the
+// others sync with it wherever they are.
+
+// awayPort is the NAS's sync port, forwarded by the home router.
+const awayPort = 4001
+
+// awaySamples is how many times AwayWrites carries the phone away.
+const awaySamples = 20
+
+// awayTarget is how soon a write of the phone made offline should reach
+// the e-reader at home once the phone has a network again (p95).
+const awayTarget = 2 * time.Second
+
+// awayNet starts the NAS (node1, its port forwarded and announced), the
+// e-reader (node2) and n-2 more devices, all at home and paired.
+func awayNet(t TB, n int) (*Net, *Lab) {
+	t.Helper()
+	nt := New(t, n, NoStart())
+	nas := nt.Node(1)
+	lab := nt.Lab(PortForward(nas, awayPort))
+	nas.SetArgs("--listen", fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", awayPort),
+		"--announce", fmt.Sprintf("/ip4/%s/tcp/%d", lab.Public(Home), awayPort))
+	nt.StartAll()
+	nt.JoinAll()
+	return nt, lab
+}
+
+// AwayWrites: the phone writes while it has no network, then gets one
+// away from home (the mobile network behind carrier-grade NAT, or an
+// office's Wi-Fi, taking turns); the e-reader at home has the write soon
+// after, through the NAS.
+func AwayWrites(t TB, p Params, r *Report) {
+	nt, lab := awayNet(t, 3)
+	nas, reader, phone := nt.Node(1), nt.Node(2), nt.Node(3)
+	var took []time.Duration
+	for i := range awaySamples {
+		lab.Move(phone, Offline)
+		key := BookKey(fmt.Sprintf("away-writes %d", i))
+		phone.SetPosition(key, int64(i+1), 0.5, "written away")
+		site := []Site{Carrier, Office}[i%2]
+		lab.Move(phone, site)
+		d := nt.WaitBook(syncTimeout, key, "the phone's write made away, at home", hasPosition, reader, nas)
+		took = append(took, d)
+		nt.logf("testnet: sample %d: the phone's write was at home %v after the phone got a network at the %s", i, d.Round(time.Millisecond), site)
+	}
+	slices.Sort(took)
+	p95 := took[len(took)*95/100-1]
+	r.Note(t, "a write the phone made offline reached the e-reader at home through the NAS after the phone got a network away (carrier-grade NAT or an office, %d times): median %v, p95 %v, max %v",
+		len(took), took[len(took)/2].Round(time.Millisecond), p95.Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	p.checkTime(t, "the phone's write reaching home (p95)", p95, awayTarget, syncTimeout)
+}
+
+func hasPosition(b api.Book) bool { return b.Position != nil }
+
+// AwayThroughHome: the phone on the mobile network and the laptop at an
+// office, both away and both behind NAT, the NAS at home reachable. Each
+// writes; every device gets both writes, through the NAS, and the away
+// devices show the NAS as reached over the internet.
+func AwayThroughHome(t TB, p Params, r *Report) {
+	nt, lab := awayNet(t, 4)
+	nas, reader, phone, laptop := nt.Node(1), nt.Node(2), nt.Node(3), nt.Node(4)
+	lab.Move(phone, Carrier)
+	lab.Move(laptop, Office)
+	fromPhone, fromLaptop := BookKey("away-through-home: the phone"), BookKey("away-through-home: the laptop")
+	phone.SetPosition(fromPhone, 1, 0.1, "written on the train")
+	laptop.SetPosition(fromLaptop, 2, 0.2, "written at the office")
+	took := nt.WaitBook(syncTimeout, fromPhone, "the phone's write", hasPosition, nas, reader, laptop)
+	took2 := nt.WaitBook(syncTimeout, fromLaptop, "the laptop's write", hasPosition, nas, reader, phone)
+	for _, away := range []*Node{phone, laptop} {
+		WaitFor(t, syncTimeout, func() (bool, string) {
+			for _, pr := range away.Peers() {
+				if pr.Device == nas.Device() && pr.Via != "internet" {
+					return false, fmt.Sprintf("%s: the NAS is %s, via %q; want connected via internet", away, pr.State, pr.Via)
+				}
+			}
+			if st := away.Status(); st.Unreachable != "" {
+				return false, fmt.Sprintf("%s says no member is reachable: %s", away, st.Unreachable)
+			}
+			return true, ""
+		})
+	}
+	r.Note(t, "the phone (carrier-grade NAT) and the laptop (an office NAT), both away, converged through the NAS at home: the phone's write everywhere in %v, the laptop's in %v more; both show the NAS connected over the internet",
+		took.Round(time.Millisecond), took2.Round(time.Millisecond))
+}
+
+// AwayUnreachable: no member can be reached from the internet (no port
+// forward, nothing announced). The phone away reaches no member and says
+// so, with what to do; as soon as it is home again, its write made away
+// reaches the e-reader.
+func AwayUnreachable(t TB, p Params, r *Report) {
+	nt := New(t, 2)
+	reader, phone := nt.Node(1), nt.Node(2)
+	lab := nt.Lab()
+	lab.Move(phone, Carrier)
+	key := BookKey("away-unreachable: written with no member reachable")
+	phone.SetPosition(key, 3, 0.3, "written with no member reachable")
+	var said string
+	WaitFor(t, syncTimeout, func() (bool, string) {
+		said = phone.Status().Unreachable
+		if !strings.Contains(said, "--announce") {
+			return false, fmt.Sprintf("%s's status does not say that no member is reachable and what to do: %q", phone, said)
+		}
+		return true, ""
+	})
+	lab.Move(phone, Home)
+	took := nt.WaitBook(syncTimeout, key, "the phone's write made away", hasPosition, reader)
+	if st := phone.Status(); st.Unreachable != "" {
+		t.Errorf("%s still says no member is reachable once home: %s", phone, st.Unreachable)
+	}
+	r.Note(t, "with no member reachable from the internet, the phone away said: %q; home again, its write reached the e-reader %v after it got the home network", said, took.Round(time.Millisecond))
+}
+
+// strangerDials is how many connections AwayStrangers opens to the NAS's
+// forwarded port from a host on the internet, strangerWorkers at a time.
+const (
+	strangerDials   = 10000
+	strangerWorkers = 50
+)
+
+// AwayStrangers: a forwarded port is open to the whole internet. A
+// stranger dials it again and again, each time sending what a member's
+// handshake would start with but without the library's key; every such
+// connection is dropped, and meanwhile the phone's writes reach the NAS as
+// fast as before the flood.
+func AwayStrangers(t TB, p Params, r *Report) {
+	nt, lab := awayNet(t, 3)
+	nas, phone := nt.Node(1), nt.Node(3)
+	lab.Move(phone, Carrier)
+	stranger := lab.Stranger()
+	nt.WaitConnected(syncTimeout, nas, phone)
+
+	writes := func(tag string, n int) []time.Duration {
+		var took []time.Duration
+		for i := range n {
+			key := BookKey(fmt.Sprintf("away-strangers %s %d", tag, i))
+			phone.SetPosition(key, int64(i+1), 0.5, "written away")
+			took = append(took, nt.WaitBook(syncTimeout, key, "the phone's write", hasPosition, nas))
+		}
+		slices.Sort(took)
+		return took
+	}
+	before := writes("before", 10)
+
+	target := net.JoinHostPort(lab.Public(Home), strconv.Itoa(awayPort))
+	jobs := make(chan int)
+	type outcome struct {
+		closedIn time.Duration // from the stranger's bytes to the NAS closing
+		refused  bool          // the connection was not even accepted
+		held     bool          // still open when the stranger gave up
+	}
+	results := make(chan outcome, strangerDials)
+	errs := make(chan error, strangerWorkers)
+	for range strangerWorkers {
+		go func() {
+			if err := enterNetns(stranger); err != nil {
+				errs <- err
+				return
+			}
+			errs <- nil
+			junk := make([]byte, 64)
+			for range jobs {
+				c, err := net.DialTimeout("tcp4", target, 5*time.Second)
+				if err != nil {
+					results <- outcome{refused: true}
+					continue
+				}
+				rand.Read(junk)
+				start := time.Now()
+				c.SetDeadline(start.Add(30 * time.Second))
+				_, err = c.Write(junk)
+				for err == nil {
+					_, err = c.Read(junk)
+				}
+				var ne net.Error
+				results <- outcome{closedIn: time.Since(start), held: errors.As(err, &ne) && ne.Timeout()}
+				c.Close()
+			}
+		}()
+	}
+	for range strangerWorkers {
+		if err := <-errs; err != nil {
+			close(jobs)
+			t.Fatalf("a stranger in the NAT lab: %v", err)
+		}
+	}
+	go func() {
+		defer close(jobs)
+		for i := range strangerDials {
+			jobs <- i
+		}
+	}()
+	during := writes("during", 10)
+	var closed []time.Duration
+	refused, held := 0, 0
+	for range strangerDials {
+		o := <-results
+		switch {
+		case o.refused:
+			refused++
+		case o.held:
+			held++
+		default:
+			closed = append(closed, o.closedIn)
+		}
+	}
+	slices.Sort(closed)
+	slow := len(closed) - sort.Search(len(closed), func(i int) bool { return closed[i] >= time.Second })
+	if held > 0 {
+		t.Errorf("%d of %d stranger connections were still open after 30 s", held, strangerDials)
+	}
+	if len(closed) == 0 {
+		t.Fatalf("none of %d stranger connections was accepted and then closed (%d refused)", strangerDials, refused)
+	}
+	r.Note(t, "%d stranger connections to the forwarded port (%d at a time): %d accepted and closed by the NAS a median %v after the stranger's first bytes (p95 %v, max %v; %d after 1 s or more, the handshake's time limit), %d refused, %d held open",
+		strangerDials, strangerWorkers, len(closed), closed[len(closed)/2].Round(10*time.Microsecond), closed[len(closed)*95/100].Round(10*time.Microsecond), closed[len(closed)-1].Round(time.Millisecond), slow, refused, held)
+	r.Note(t, "the phone's writes reaching the NAS through the forwarded port: median %v before the strangers, %v while they dialled (max %v, %v)",
+		before[len(before)/2].Round(time.Millisecond), during[len(during)/2].Round(time.Millisecond), before[len(before)-1].Round(time.Millisecond), during[len(during)-1].Round(time.Millisecond))
+}
