@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/kosync"
+	"github.com/danyue/danyue/internal/lan"
 	"github.com/danyue/danyue/library"
 	"github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -293,8 +293,7 @@ func peerState(connected, known bool) string {
 }
 
 // via is api.Peer.Via for a peer connected at addrs: lan if any of them is
-// a private address (RFC 1918, RFC 4193, the shared space of RFC 6598 that
-// VPNs use, link-local or loopback), otherwise internet.
+// a private address (lan.Private), otherwise internet.
 func via(addrs []multiaddr.Multiaddr) string {
 	if len(addrs) == 0 {
 		return ""
@@ -304,15 +303,12 @@ func via(addrs []multiaddr.Multiaddr) string {
 		if err != nil {
 			continue
 		}
-		if ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || sharedSpace.Contains(ip) {
+		if lan.Private(ip) {
 			return "lan"
 		}
 	}
 	return "internet"
 }
-
-// sharedSpace is 100.64.0.0/10 (RFC 6598): carrier-grade NAT and VPNs.
-var sharedSpace = &net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
 
 // shortDialError cuts a libp2p dial error, which lists every address tried
 // with its whole error chain, to what a person acts on. A member's loopback

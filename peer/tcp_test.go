@@ -53,3 +53,28 @@ func tcpPort(t *testing.T, a ma.Multiaddr) int {
 	}
 	return ta.Port
 }
+
+// A connection over the internet probes rarely: each probe crosses the
+// mobile network and wakes a phone's radio; one on a private network keeps
+// the quick schedule that finds a vanished LAN peer within lostPeerBound.
+func TestKeepAliveFor(t *testing.T) {
+	if internetKeepAlive.Idle <= tcpKeepAlive.Idle {
+		t.Fatalf("internet keepalive idle %v, LAN %v: want the internet's longer", internetKeepAlive.Idle, tcpKeepAlive.Idle)
+	}
+	for _, c := range []struct {
+		addr string
+		want net.KeepAliveConfig
+	}{
+		{"/ip4/192.168.1.20/tcp/4001", tcpKeepAlive},
+		{"/ip4/10.1.2.3/tcp/4001", tcpKeepAlive},
+		{"/ip4/127.0.0.1/tcp/4001", tcpKeepAlive},
+		{"/ip4/100.64.0.7/tcp/4001", tcpKeepAlive}, // a VPN
+		{"/ip6/fe80::1/tcp/4001", tcpKeepAlive},
+		{"/ip4/11.0.0.1/tcp/4001", internetKeepAlive},
+		{"/ip6/2001:db8::1/tcp/4001", internetKeepAlive},
+	} {
+		if got := keepAliveFor(ma.StringCast(c.addr)); got != c.want {
+			t.Errorf("keepAliveFor(%s) = %+v, want %+v", c.addr, got, c.want)
+		}
+	}
+}

@@ -91,3 +91,14 @@ func upIPs() []net.IP {
 	}
 	return out
 }
+
+// Private reports whether ip is on a private network rather than the
+// internet: RFC 1918 and RFC 4193 addresses, loopback, link-local, and the
+// shared address space of RFC 6598 (carrier-grade NAT inside, and VPNs
+// such as Tailscale).
+func Private(ip net.IP) bool {
+	return ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() || sharedSpace.Contains(ip)
+}
+
+// sharedSpace is 100.64.0.0/10 (RFC 6598).
+var sharedSpace = &net.IPNet{IP: net.IPv4(100, 64, 0, 0), Mask: net.CIDRMask(10, 32)}
