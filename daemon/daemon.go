@@ -48,6 +48,9 @@ type Config struct {
 	Announce []string
 	// NoMDNS turns LAN discovery off.
 	NoMDNS bool
+	// PortMap asks the router for a port mapping (UPnP IGD, NAT-PMP) so
+	// that the members reach this device from the internet: --port-map.
+	PortMap bool
 	// Kosync is the address of the KOReader progress-sync listener
 	// ("0.0.0.0:7200"), off when empty. It is meant to be reachable from
 	// the LAN (KOReader devices are other machines) and serves the kosync
@@ -211,6 +214,7 @@ func (d *Daemon) libraryConfig() library.Config {
 		Peers:        d.early.peers,
 		Announce:     d.early.announce,
 		MDNS:         !d.cfg.NoMDNS,
+		PortMap:      d.cfg.PortMap,
 		PairListen:   d.cfg.PairListen,
 		PairValidity: d.cfg.pairValidity,
 		SummaryEvery: d.cfg.summaryEvery,

@@ -41,6 +41,9 @@ type Config struct {
 	Announce []multiaddr.Multiaddr
 	// MDNS turns LAN discovery on, for the peer network and for pairing.
 	MDNS bool
+	// PortMap asks the router for a port mapping to the main peer node's
+	// listen port (peer.Config.PortMap).
+	PortMap bool
 	// PairListen is the TCP address of the short-code pairing rendezvous,
 	// open only while an invitation is; default every interface, a port
 	// the system picks.

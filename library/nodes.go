@@ -62,6 +62,7 @@ func (l *Library) startNodeOn(ctx context.Context, listen, extra []multiaddr.Mul
 		Listen:      listen,
 		Peers:       append(slices.Clone(l.cfg.Peers), extra...),
 		MDNS:        l.cfg.MDNS,
+		PortMap:     l.cfg.PortMap,
 		Now:         l.cfg.Now,
 		Logger:      l.log.With("component", "peer"),
 		OnEvent:     l.onPeerEvent,

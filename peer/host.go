@@ -56,11 +56,12 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 
 // newHost builds the libp2p host of a library: TCP only (QUIC and the other
 // UDP transports cannot run behind a private network's pre-shared key),
-// Noise, yamux, and none of the public-internet machinery: no relay, no NAT
-// port mapping, no hole punching, no AutoNAT probing, no observed-address
-// discovery, no ping service. The resource manager keeps its default scaled
-// limits, with the connection rate limit on inbound connections only. g
-// refuses removed devices (gater.go).
+// Noise, yamux, and none of the public-internet machinery: no relay, no
+// hole punching, no AutoNAT probing, no observed-address discovery, no ping
+// service, and a NAT port mapping only when asked (Config.PortMap). The
+// resource manager keeps its default scaled limits, with the connection
+// rate limit on inbound connections only. g refuses removed devices
+// (gater.go).
 //
 // It is assembled from libp2p's parts (swarm, upgrader, basic host) rather
 // than by libp2p.New, whose package links every transport it can build
@@ -118,7 +119,11 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 		return nil, nil, err
 	}
 	undo = append(undo, sw.Close)
-	h, err := basichost.NewHost(sw, &basichost.HostOpts{EventBus: bus, ConnManager: cm})
+	hopts := &basichost.HostOpts{EventBus: bus, ConnManager: cm}
+	if cfg.PortMap {
+		hopts.NATManager = basichost.NewNATManager
+	}
+	h, err := basichost.NewHost(sw, hopts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}

@@ -104,6 +104,13 @@ type Config struct {
 	// Announce are addresses the user says members can reach this device
 	// on (a port forward, a DNS name), shared before those it listens on.
 	Announce []ma.Multiaddr
+	// PortMap asks the router for a port mapping to the listen port (UPnP
+	// IGD or NAT-PMP, whichever it answers, renewed while the node runs),
+	// so that the members reach this device from the internet at the
+	// mapped address, which it shares with them like the others. Off by
+	// default: a mapped port is open to the whole internet, which the user
+	// decides, for the one member meant to be reachable.
+	PortMap bool
 	// OnResidues, if set, merges residues of collected books a peer hands
 	// over (residues.go), without moving any cursor. An error wrapping
 	// ErrRecordsRefused says some were over the sender's bound, which the

@@ -16,7 +16,7 @@ import (
 func daemonCommand() command {
 	return command{
 		name:    "daemon",
-		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]... [--announce MULTIADDR]... [--kosync ADDRESS [--kosync-registration] [--kosync-prefix PATH]]",
+		usage:   "[--name NAME] [--socket PATH] [--http 127.0.0.1:PORT] [--listen MULTIADDR]... [--peer MULTIADDR]... [--announce MULTIADDR]... [--port-map] [--kosync ADDRESS [--kosync-registration] [--kosync-prefix PATH]]",
 		summary: "Run the sync daemon of this device in the foreground (until SIGINT or SIGTERM).",
 		run:     runDaemon,
 	}
@@ -33,7 +33,7 @@ func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 type nodeFlags struct {
 	name                    *string
 	listen, peers, announce listFlag
-	noMDNS                  *bool
+	noMDNS, portMap         *bool
 }
 
 func addNodeFlags(fs *flagSet) *nodeFlags {
@@ -42,12 +42,13 @@ func addNodeFlags(fs *flagSet) *nodeFlags {
 	fs.Var(&nf.peers, "peer", "static peer `MULTIADDR` with /p2p/ID, repeatable, for networks that block multicast")
 	fs.Var(&nf.announce, "announce", "an address `MULTIADDR` members may dial this device on from anywhere (a port forward, a DNS name, e.g. /dns4/home.example.net/tcp/4001), repeatable; shared with the members")
 	nf.noMDNS = fs.Bool("no-mdns", false, "do not discover peers on the LAN with mDNS")
+	nf.portMap = fs.Bool("port-map", false, "ask the router for a port mapping to the listen port (UPnP, NAT-PMP), so that members reach this device from the internet; the mapped address is shared with them")
 	return nf
 }
 
 // config is the daemon config of data dir data with these flags.
 func (nf *nodeFlags) config(data string) daemon.Config {
-	return daemon.Config{DataDir: data, Name: *nf.name, Listen: nf.listen, Peers: nf.peers, Announce: nf.announce, NoMDNS: *nf.noMDNS}
+	return daemon.Config{DataDir: data, Name: *nf.name, Listen: nf.listen, Peers: nf.peers, Announce: nf.announce, NoMDNS: *nf.noMDNS, PortMap: *nf.portMap}
 }
 
 // socketHelp describes --socket, the API's local endpoint.
