@@ -2,7 +2,10 @@ package testnet
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -13,12 +16,16 @@ import (
 // LAN. Like the LAN, everything lives in namespaces this process created:
 //
 //   - the internet is a bridge (brwan) in the switch namespace on
-//     198.51.100.0/24 (TEST-NET-2, an address block reserved for examples);
+//     11.0.0.0/24. Not 198.51.100.0/24, the block meant for examples:
+//     miniupnpd, the UPnP and NAT-PMP daemon of a home router here, maps
+//     no port on a reserved address. No route joins the namespaces to the
+//     host, so nothing sent to it leaves them;
 //   - each site is a router namespace with eth0 on the internet and eth1 on
 //     the site's own bridge, which masquerades (source NAT) what its devices
 //     send out; a site's devices have it as their default route;
 //   - home is the LAN of New (its bridge br0 and subnet), whose router can
-//     forward a port to one device, as a user sets up on a home router;
+//     forward a port to one device, as a user sets up on a home router,
+//     and can run miniupnpd, which maps ports for the devices that ask;
 //   - carrier is a phone's mobile network behind carrier-grade NAT: a
 //     100.64.0.0/24 subnet (the shared address space of RFC 6598) whose
 //     router picks a random public port for every connection
@@ -50,7 +57,7 @@ type siteNet struct {
 }
 
 // wanSubnet is the internet of the lab.
-const wanSubnet = "198.51.100."
+const wanSubnet = "11.0.0."
 
 // Lab is the NAT lab of a Net (Net.Lab).
 type Lab struct {
@@ -65,7 +72,12 @@ type LabOption func(*labConfig)
 type labConfig struct {
 	forward     *Node
 	forwardPort int
+	upnp        bool
 }
+
+// UPnP runs miniupnpd on the home router: UPnP IGD and NAT-PMP, mapping
+// ports (1024 and up) for the devices of the home LAN that ask.
+func UPnP() LabOption { return func(c *labConfig) { c.upnp = true } }
 
 // PortForward makes the home router forward TCP port to n, on the same
 // port: what a user sets up to reach a device at home from anywhere.
@@ -84,6 +96,14 @@ func labMissing() string {
 	return ""
 }
 
+// upnpMissing returns why the home router cannot run miniupnpd, or "".
+func upnpMissing() string {
+	if _, err := exec.LookPath("miniupnpd"); err != nil {
+		return "no miniupnpd in PATH (miniupnpd-nftables; .ci/run installs it)"
+	}
+	return ""
+}
+
 // Lab turns the LAN into the home site of a NAT lab and builds the other
 // sites (see above). Every node is at home. It skips the test where the
 // lab cannot be built.
@@ -92,12 +112,16 @@ func (nt *Net) Lab(opts ...LabOption) *Lab {
 	if nt.nw == nil {
 		nt.t.Fatalf("testnet: the NAT lab needs network namespaces (New), not NewLocal")
 	}
-	if why := labMissing(); why != "" {
-		nt.t.Skipf("testnet: the NAT lab: %s", why)
-	}
 	var cfg labConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	why := labMissing()
+	if why == "" && cfg.upnp {
+		why = upnpMissing()
+	}
+	if why != "" {
+		nt.t.Skipf("testnet: the NAT lab: %s", why)
 	}
 	l := &Lab{nt: nt, where: map[*Node]Site{}, sites: map[Site]siteNet{
 		Home:    {bridge: 0, subnet: nt.nw.subnet, public: wanSubnet + "1", nat: "masquerade"},
@@ -118,10 +142,15 @@ func (nt *Net) Lab(opts ...LabOption) *Lab {
 	for _, s := range []Site{Home, Carrier, Office} {
 		var forward string
 		if s == Home && cfg.forward != nil {
-			forward = fmt.Sprintf("iifname eth0 tcp dport %d dnat to %s:%d", cfg.forwardPort, cfg.forward.ip, cfg.forwardPort)
+			forward = fmt.Sprintf("iifname eth0 tcp dport %d dnat ip to %s:%d", cfg.forwardPort, cfg.forward.ip, cfg.forwardPort)
 		}
 		if err := l.router(s, forward); err != nil {
 			nt.t.Fatalf("testnet: the NAT lab: %s router: %v", s, err)
+		}
+	}
+	if cfg.upnp {
+		if err := l.startUPnP(); err != nil {
+			nt.t.Fatalf("testnet: the NAT lab: miniupnpd: %v", err)
 		}
 	}
 	for _, n := range nt.Nodes() {
@@ -139,7 +168,7 @@ func (nt *Net) Lab(opts ...LabOption) *Lab {
 // forward if not empty.
 func (l *Lab) router(s Site, forward string) error {
 	nw, sn := l.nt.nw, l.sites[s]
-	ns := fmt.Sprintf("%s-r%s", nw.id, s)
+	ns := l.routerNS(s)
 	if err := ipRun("", "netns", "add", ns); err != nil {
 		return err
 	}
@@ -164,15 +193,82 @@ func (l *Lab) router(s Site, forward string) error {
 	if err != nil {
 		return err
 	}
-	rules := "table ip nat {\n" +
-		"  chain pre {\n    type nat hook prerouting priority dstnat;\n    " + forward + "\n  }\n" +
-		"  chain post {\n    type nat hook postrouting priority srcnat;\n    oifname eth0 " + sn.nat + "\n  }\n" +
-		"}\n"
+	// The chains miniupnpd adds its rules to are there on every router,
+	// and stay empty where it does not run (the names are its defaults).
+	rules := `table inet filter {
+  chain forward {
+    type filter hook forward priority 0; policy accept;
+    counter
+    jump miniupnpd
+  }
+  chain miniupnpd {
+  }
+}
+table inet nat {
+  chain prerouting {
+    type nat hook prerouting priority dstnat;
+    jump prerouting_miniupnpd
+    ` + forward + `
+  }
+  chain postrouting {
+    type nat hook postrouting priority srcnat;
+    jump postrouting_miniupnpd
+    oifname eth0 ` + sn.nat + `
+  }
+  chain prerouting_miniupnpd {
+  }
+  chain postrouting_miniupnpd {
+  }
+}
+`
 	if err := nsRun(ns, rules, "nft", "-f", "-"); err != nil {
 		return err
 	}
 	return nsRun(ns, "", "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
 }
+
+// miniupnpdConf is the home router's miniupnpd.conf: UPnP IGD and NAT-PMP
+// on the LAN side, mappings to the asking device only (secure mode), ports
+// 1024 and up, its rules in the chains router makes.
+const miniupnpdConf = `ext_ifname=eth0
+listening_ip=eth1
+enable_upnp=yes
+enable_natpmp=yes
+secure_mode=yes
+system_uptime=yes
+upnp_table_name=filter
+upnp_nat_table_name=nat
+upnp_forward_chain=miniupnpd
+upnp_nat_chain=prerouting_miniupnpd
+upnp_nat_postrouting_chain=postrouting_miniupnpd
+uuid=6e0b5a1c-9f1e-4c38-9d4b-0a3c5e7d2f10
+allow 1024-65535 0.0.0.0/0 1024-65535
+deny 0-65535 0.0.0.0/0 0-65535
+`
+
+// startUPnP runs miniupnpd in the home router's namespace until the net
+// closes.
+func (l *Lab) startUPnP() error {
+	nt := l.nt
+	conf := filepath.Join(nt.dir, "miniupnpd.conf")
+	if err := os.WriteFile(conf, []byte(miniupnpdConf), 0o600); err != nil {
+		return err
+	}
+	ns := l.routerNS(Home)
+	p, err := startProc([]string{"ip", "netns", "exec", ns, "miniupnpd", "-d", "-f", conf, "-P", filepath.Join(nt.dir, "miniupnpd.pid")},
+		os.Environ(), func(line string) { nt.nodeLog("miniupnpd", line) })
+	if err != nil {
+		return err
+	}
+	nt.t.Cleanup(func() {
+		p.signal(sigkill)
+		<-p.done
+	})
+	return nil
+}
+
+// routerNS is the namespace of site s's router.
+func (l *Lab) routerNS(s Site) string { return fmt.Sprintf("%s-r%s", l.nt.nw.id, s) }
 
 // nsRun runs a command inside namespace ns, with stdin if not empty.
 func nsRun(ns, stdin string, args ...string) error {
@@ -247,4 +343,21 @@ func (l *Lab) Stranger() string {
 		l.nt.t.Fatalf("testnet: the NAT lab: a stranger: %v", err)
 	}
 	return ns
+}
+
+// Forwarded returns how many packets site s's router has forwarded, both
+// ways, since the lab was built.
+func (l *Lab) Forwarded(s Site) (int64, error) {
+	ns := l.routerNS(s)
+	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "inet", "filter", "forward").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("nft list in %s: %w: %s", ns, err, out)
+	}
+	fields := strings.Fields(string(out))
+	for i, f := range fields {
+		if f == "packets" && i+1 < len(fields) {
+			return strconv.ParseInt(fields[i+1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no packet counter in %s's forward chain: %s", ns, out)
 }

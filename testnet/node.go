@@ -66,6 +66,16 @@ func (n *Node) Socket() string  { return daemon.DefaultSocket(n.dir) }
 func (n *Node) Namespace() string { return n.ns }
 func (n *Node) IP() string        { return n.ip }
 
+// pid is the process id of the node's daemon (process mode, running): `ip
+// netns exec` execs it in place.
+func (n *Node) pid() int {
+	defer n.lock()()
+	if n.proc == nil {
+		return 0
+	}
+	return n.proc.cmd.Process.Pid
+}
+
 // Client returns the typed API client of the node; it stays valid across
 // restarts.
 func (n *Node) Client() *client.Client { return n.c }

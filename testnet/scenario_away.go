@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/daemon/api"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // Away from home: the scenarios of the NAT lab (natlab.go). The devices
@@ -234,4 +236,87 @@ func AwayStrangers(t TB, p Params, r *Report) {
 		strangerDials, strangerWorkers, len(closed), closed[len(closed)/2].Round(10*time.Microsecond), closed[len(closed)*95/100].Round(10*time.Microsecond), closed[len(closed)-1].Round(time.Millisecond), slow, refused, held)
 	r.Note(t, "the phone's writes reaching the NAS through the forwarded port: median %v before the strangers, %v while they dialled (max %v, %v)",
 		before[len(before)/2].Round(time.Millisecond), during[len(during)/2].Round(time.Millisecond), before[len(before)-1].Round(time.Millisecond), during[len(during)-1].Round(time.Millisecond))
+}
+
+// portMapTimeout bounds how long a mapped address takes to show among a
+// daemon's addresses: libp2p looks at them once a minute (peer/tickers.go).
+const portMapTimeout = 3 * time.Minute
+
+// AwayPortMap: the home router maps ports on request (UPnP IGD and
+// NAT-PMP) and nothing is forwarded by hand. The NAS, started with
+// --port-map, gets a mapping and shares the mapped address with the
+// members; the phone away then syncs through it.
+func AwayPortMap(t TB, p Params, r *Report) {
+	nt := New(t, 3, NoStart())
+	nas, reader, phone := nt.Node(1), nt.Node(2), nt.Node(3)
+	lab := nt.Lab(UPnP())
+	nas.SetArgs("--listen", fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", awayPort), "--port-map")
+	nt.StartAll()
+	public := "/ip4/" + lab.Public(Home) + "/tcp/"
+	var mapped string
+	took := WaitFor(t, portMapTimeout, func() (bool, string) {
+		st := nas.Status()
+		for _, a := range st.Addresses {
+			if strings.HasPrefix(a, public) {
+				mapped = a
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%s has no address on the home router's %s yet: %v", nas, lab.Public(Home), st.Addresses)
+	})
+	nt.JoinAll()
+	lab.Move(phone, Carrier)
+	key := BookKey("away-port-map: written away")
+	phone.SetPosition(key, 4, 0.4, "written away")
+	took2 := nt.WaitBook(syncTimeout, key, "the phone's write made away", hasPosition, nas, reader)
+	r.Note(t, "the NAS asked the home router for a mapping (UPnP/NAT-PMP) and had %s %v after its start; the phone away then synced through it, its write at the e-reader in %v",
+		mapped, took.Round(time.Millisecond), took2.Round(time.Millisecond))
+}
+
+// awayIdleWindow is how long AwayIdle counts an idle away phone's cost,
+// after awayIdleSettle.
+const (
+	awayIdleSettle = 10 * time.Second
+	awayIdleWindow = time.Minute
+)
+
+// AwayIdle: the phone away, connected to the NAS at home and idle. What it
+// costs: the packets its connection sends through the carrier's NAT (each
+// one wakes a phone's radio) and the daemon's wakeups and CPU time.
+func AwayIdle(t TB, p Params, r *Report) {
+	nt, lab := awayNet(t, 2)
+	nas, phone := nt.Node(1), nt.Node(2)
+	lab.Move(phone, Carrier)
+	nt.WaitConnected(syncTimeout, nas, phone)
+	key := BookKey("away-idle: a last write before the quiet")
+	phone.SetPosition(key, 5, 0.5, "before the quiet")
+	nt.WaitBook(syncTimeout, key, "the phone's write", hasPosition, nas)
+	time.Sleep(awayIdleSettle) // a measuring window's start, not a wait for a condition
+	pid := phone.pid()
+	sample := func() (int64, procstat.Usage) {
+		pkts, err := lab.Forwarded(Carrier)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		use, err := procstat.ReadUsage(pid)
+		if err != nil {
+			t.Fatalf("%s's usage: %v", phone, err)
+		}
+		return pkts, use
+	}
+	pkts0, use0 := sample()
+	time.Sleep(awayIdleWindow)
+	pkts1, use1 := sample()
+	if ok, why := connectedTo(phone, []*Node{phone, nas}); !ok {
+		t.Errorf("after %v idle: %s", awayIdleWindow, why)
+	}
+	perMin := float64(pkts1-pkts0) / awayIdleWindow.Minutes()
+	wakeups := float64(use1.Wakeups-use0.Wakeups) / awayIdleWindow.Seconds()
+	cpu := time.Duration(float64(use1.CPU-use0.CPU) / awayIdleWindow.Minutes())
+	ct, _ := exec.Command("ip", "netns", "exec", lab.routerNS(Carrier), "sysctl", "-n", "net.netfilter.nf_conntrack_tcp_timeout_established").Output()
+	r.Note(t, "the phone away, idle and connected to the NAS for %v: %.1f packets a minute through the carrier NAT (whose idle TCP timeout is %s s), %.2f wakeups/s and %v CPU a minute in its daemon",
+		awayIdleWindow, perMin, strings.TrimSpace(string(ct)), wakeups, cpu.Round(time.Millisecond))
+	if wakeups > 1 && p.Strict {
+		t.Errorf("an idle away device woke %.2f times a second; the target is 1", wakeups)
+	}
 }

@@ -107,6 +107,8 @@ var Scenarios = []Scenario{
 	{"away-through-home", AwayThroughHome},
 	{"away-unreachable", AwayUnreachable},
 	{"away-strangers", AwayStrangers},
+	{"away-port-map", AwayPortMap},
+	{"away-idle", AwayIdle},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},
 	{"restore-writes", RestoreWrites},

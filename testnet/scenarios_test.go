@@ -80,3 +80,5 @@ func TestAwayWrites(t *testing.T)      { AwayWrites(t, params(), nil) }
 func TestAwayThroughHome(t *testing.T) { AwayThroughHome(t, params(), nil) }
 func TestAwayUnreachable(t *testing.T) { AwayUnreachable(t, params(), nil) }
 func TestAwayStrangers(t *testing.T)   { long(t); AwayStrangers(t, params(), nil) }
+func TestAwayPortMap(t *testing.T)     { long(t); AwayPortMap(t, params(), nil) }
+func TestAwayIdle(t *testing.T)        { long(t); AwayIdle(t, params(), nil) }

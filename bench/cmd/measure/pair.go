@@ -8,9 +8,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/danyue/danyue/bench/internal/procstat"
 	"github.com/danyue/danyue/bench/mixload"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // pair starts two fresh daemons of build b, "a" and "b", makes b join a's

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/danyue/danyue/bench/internal/procstat"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // metric is one figure of a run. A value that could not be measured (no

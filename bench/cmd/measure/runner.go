@@ -12,8 +12,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/danyue/danyue/bench/internal/procstat"
 	"github.com/danyue/danyue/bench/mixload"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // phase is one thing the command measures.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/danyue/danyue/bench/internal/gctrace"
-	"github.com/danyue/danyue/bench/internal/procstat"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // sampleEvery is how often a daemon's memory is read. A peak shorter than

@@ -1,8 +1,9 @@
 // Package procstat reads what a process costs from Linux's /proc: its
 // memory by kind (anonymous, file-backed, the peak), its CPU time and how
 // often its threads were woken, and how the machine's CPU time went. It is
-// the measuring command's view of a daemon from outside; it is not part of
-// the product, and it reads nothing of the process it runs in.
+// the view of a daemon from outside that the measuring command and
+// testnet's scenarios take; it is not part of the product, and it reads
+// nothing of the process it runs in.
 //
 // Anonymous memory (RssAnon) is the figure that matters: it is what a
 // phone's memory killer counts. File-backed pages (RssFile: the program's
