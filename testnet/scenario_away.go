@@ -117,9 +117,11 @@ func AwayUnreachable(t TB, p Params, r *Report) {
 	phone.SetPosition(key, 3, 0.3, "written with no member reachable")
 	var said string
 	WaitFor(t, syncTimeout, func() (bool, string) {
+		// Until a dial from the new network has failed, the reason may
+		// still be how the old connection ended.
 		said = phone.Status().Unreachable
-		if !strings.Contains(said, "--announce") {
-			return false, fmt.Sprintf("%s's status does not say that no member is reachable and what to do: %q", phone, said)
+		if !strings.Contains(said, "--announce") || !strings.Contains(said, "(network unreachable)") {
+			return false, fmt.Sprintf("%s's status does not say that no member is reachable from its network, why, and what to do: %q", phone, said)
 		}
 		return true, ""
 	})
@@ -277,7 +279,7 @@ func AwayPortMap(t TB, p Params, r *Report) {
 // after awayIdleSettle.
 const (
 	awayIdleSettle = 10 * time.Second
-	awayIdleWindow = time.Minute
+	awayIdleWindow = 30 * time.Second
 )
 
 // AwayIdle: the phone away, connected to the NAS at home and idle. What it

@@ -76,9 +76,12 @@ func TestLocal(t *testing.T) {
 	}
 }
 
-func TestAwayWrites(t *testing.T)      { AwayWrites(t, params(), nil) }
-func TestAwayThroughHome(t *testing.T) { AwayThroughHome(t, params(), nil) }
-func TestAwayUnreachable(t *testing.T) { AwayUnreachable(t, params(), nil) }
-func TestAwayStrangers(t *testing.T)   { long(t); AwayStrangers(t, params(), nil) }
-func TestAwayPortMap(t *testing.T)     { long(t); AwayPortMap(t, params(), nil) }
-func TestAwayIdle(t *testing.T)        { long(t); AwayIdle(t, params(), nil) }
+// The away scenarios run beside each other, after the others: each has a
+// NAT lab of its own, and they mostly wait (an idle window, libp2p's
+// minute before a port mapping shows).
+func TestAwayWrites(t *testing.T)      { t.Parallel(); AwayWrites(t, params(), nil) }
+func TestAwayThroughHome(t *testing.T) { t.Parallel(); AwayThroughHome(t, params(), nil) }
+func TestAwayUnreachable(t *testing.T) { t.Parallel(); AwayUnreachable(t, params(), nil) }
+func TestAwayStrangers(t *testing.T)   { long(t); t.Parallel(); AwayStrangers(t, params(), nil) }
+func TestAwayPortMap(t *testing.T)     { long(t); t.Parallel(); AwayPortMap(t, params(), nil) }
+func TestAwayIdle(t *testing.T)        { long(t); t.Parallel(); AwayIdle(t, params(), nil) }
