@@ -75,13 +75,3 @@ func TestLocal(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) { s.Run(t, p, nil) })
 	}
 }
-
-// The away scenarios run beside each other, after the others: each has a
-// NAT lab of its own, and they mostly wait (an idle window, libp2p's
-// minute before a port mapping shows).
-func TestAwayWrites(t *testing.T)      { t.Parallel(); AwayWrites(t, params(), nil) }
-func TestAwayThroughHome(t *testing.T) { t.Parallel(); AwayThroughHome(t, params(), nil) }
-func TestAwayUnreachable(t *testing.T) { t.Parallel(); AwayUnreachable(t, params(), nil) }
-func TestAwayStrangers(t *testing.T)   { long(t); t.Parallel(); AwayStrangers(t, params(), nil) }
-func TestAwayPortMap(t *testing.T)     { long(t); t.Parallel(); AwayPortMap(t, params(), nil) }
-func TestAwayIdle(t *testing.T)        { long(t); t.Parallel(); AwayIdle(t, params(), nil) }

@@ -46,6 +46,7 @@ func TestLayers(t *testing.T) {
 		"mobile":                   {"daemon", "daemon/api", "daemon/client", "library"},
 		"cmd/libdanyue":            {"mobile"},
 		"testnet/cmd/testnet":      {"testnet"},
+		"testnet/away":             nil,
 		"testnet/crossos":          nil,
 		"testnet/cmd/attack":       nil,
 		"testnet/cmd/kosyncattack": nil,
