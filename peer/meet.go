@@ -120,10 +120,10 @@ func (n *Node) meetKnown() {
 }
 
 // watchAddrs follows this device's addresses as libp2p sees them, which it
-// looks for every few seconds: a change is told to the members (Addrs
-// frames) and handled as a change of network (networkChanged). Only a
-// change counts: the host also reports its first addresses, and addresses
-// that come back unchanged.
+// looks for once a minute (tickers.go): a change is told to the members
+// (Addrs frames) and handled as a change of network (networkChanged). Only
+// a change counts: the host also reports its first addresses, and
+// addresses that come back unchanged.
 func (n *Node) watchAddrs(sub event.Subscription) {
 	defer sub.Close()
 	was := n.host.Addrs()

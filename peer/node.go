@@ -254,7 +254,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if changes, err := lan.Watch(n.ctx); err == nil {
 		n.spawn(func() { n.watchNetwork(changes) })
 	} else {
-		n.log.Debug("the system does not report network changes; libp2p's look every few seconds finds them", "err", err)
+		n.log.Debug("the system does not report network changes; libp2p's look, once a minute, finds them", "err", err)
 	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
