@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,11 +35,11 @@ const daemonMemoryLimit = 28 << 20
 // holding its builders. An idle P costs nothing.
 const minProcs = 4
 
-// releaseCheck is how often the daemon looks whether a burst of work is
-// over, to hand the memory it left back to the OS (releaseAfterBursts).
-// Shorter gives the memory back sooner and wakes the idle process more
-// often.
-const releaseCheck = 10 * time.Second
+// releaseQuiet is how long the collector must have been quiet before the
+// daemon hands the memory a burst of work left back to the OS
+// (releaseAfterBursts). Shorter gives the memory back sooner, and more
+// often in the middle of a burst that pauses.
+const releaseQuiet = 10 * time.Second
 
 // setDaemonProcess applies daemonMemoryLimit and minProcs where the
 // environment does not set them, and turns heap profiling off (the daemon
@@ -85,51 +86,79 @@ func releasingAfterBursts() (stop func()) {
 // At the end of a burst most of the heap is garbage (the store closes the
 // database it held, memtables and builders with it), but the collector
 // runs only as the heap grows again, or every two minutes, so the process
-// would keep that memory for as long. A burst runs the collector, so a
-// check that finds collections since the one before and none since the
-// last (burstOver) releases once: a full collection of what is left.
+// would keep that memory for as long. A burst runs the collector, so the
+// release comes releaseQuiet after a collection with none since: a full
+// collection of what is left. It follows the collections as they happen
+// (collections) rather than looking on a ticker, so that an idle daemon
+// is not woken for it: on a phone every wakeup costs battery.
 func releaseAfterBursts(stop <-chan struct{}) {
-	sample := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-	cycles := func() uint64 {
-		metrics.Read(sample)
-		return sample[0].Value.Uint64()
-	}
+	gcs := make(chan struct{}, 1)
+	defer collections(gcs)()
+	quiet := time.NewTimer(releaseQuiet)
+	quiet.Stop()
+	defer quiet.Stop()
 	var w burstOver
-	w.step(cycles())
-	tick := time.NewTicker(releaseCheck)
-	defer tick.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-tick.C:
-		}
-		if w.step(cycles()) {
+		case <-gcs:
+			if w.collected(gcCycles()) {
+				quiet.Reset(releaseQuiet)
+			}
+		case <-quiet.C:
 			debug.FreeOSMemory()
-			w.released(cycles())
+			w.released(gcCycles())
 		}
 	}
 }
 
-// burstOver tells from the collector's cycle count, read at each check,
-// when a burst of work is over.
-type burstOver struct {
-	last uint64
-	busy bool // collections ran between the last two checks
+// gcCycles is the number of collections the runtime has completed.
+func gcCycles() uint64 {
+	sample := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(sample)
+	return sample[0].Value.Uint64()
 }
 
-// step takes the cycle count of a check and reports whether a burst ended
-// since the check before: collections ran before that check and none since.
-func (w *burstOver) step(cycles uint64) (over bool) {
-	ran := cycles != w.last
-	w.last = cycles
-	over = w.busy && !ran
-	w.busy = ran
-	return over
+// burstOver tells, from the collector's cycle count, which collections
+// belong to a burst of work: all but the release's own.
+type burstOver struct {
+	releasedAt uint64 // the cycle count after the last release
 }
+
+// collected takes the cycle count after a collection was seen and reports
+// whether it was a collection of the daemon's work, after which a release
+// is due once the collector has been quiet for releaseQuiet.
+func (w *burstOver) collected(cycles uint64) bool { return cycles > w.releasedAt }
 
 // released takes the cycle count after a release: its own collection is
 // no burst.
-func (w *burstOver) released(cycles uint64) {
-	w.last, w.busy = cycles, false
+func (w *burstOver) released(cycles uint64) { w.releasedAt = cycles }
+
+// collections sends on c, without waiting, after each garbage collection,
+// until the function it returns is called. A collection is seen when an
+// object of its own, unreachable from the start, is cleaned up; each
+// notice sets up the next object. The object holds a pointer so that it is
+// not batched with live objects in the runtime's tiny allocator, where it
+// could outlive its collection.
+func collections(c chan<- struct{}) (stop func()) {
+	var stopped atomic.Bool
+	var watch func()
+	watch = func() {
+		if stopped.Load() {
+			return
+		}
+		runtime.AddCleanup(new(gcSentinel), func(struct{}) {
+			select {
+			case c <- struct{}{}:
+			default:
+			}
+			watch()
+		}, struct{}{})
+	}
+	watch()
+	return func() { stopped.Store(true) }
 }
+
+// gcSentinel is the object collections watches.
+type gcSentinel struct{ _ *byte }

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 func TestDaemonProcessSettings(t *testing.T) {
@@ -50,36 +51,51 @@ func TestDaemonProcessSettings(t *testing.T) {
 	}
 }
 
-// TestBurstOver: a release comes at the first check without collections
-// after one with, and only then; the release's own collection (one more
-// cycle, counted from the check after it on) starts no burst.
+// TestBurstOver: every collection after a release is one of the daemon's
+// work and makes a release due; the release's own is not, so an idle
+// daemon does not release again and again.
 func TestBurstOver(t *testing.T) {
-	type check struct {
-		cycles  uint64
-		release bool
+	type step struct {
+		release bool   // a release, after which the count is cycles
+		cycles  uint64 // the count at a collection seen, or after the release
+		due     bool   // a release is due after the collection
 	}
 	tests := []struct {
-		name   string
-		checks []check
+		name  string
+		steps []step
 	}{
-		{"idle", []check{{0, false}, {0, false}, {0, false}}},
-		{"a burst", []check{{0, false}, {3, false}, {9, false}, {9, true}, {10, false}, {10, false}}},
-		{"one collection", []check{{0, false}, {1, false}, {1, true}, {2, false}}},
-		{"two bursts", []check{{0, false}, {2, false}, {2, true}, {5, false}, {5, true}, {6, false}}},
-		{"the start-up's collections", []check{{5, false}, {5, true}, {6, false}}},
+		{"the start-up's collections", []step{{cycles: 1, due: true}, {cycles: 3, due: true}}},
+		{"the release's own", []step{{cycles: 2, due: true}, {release: true, cycles: 3}, {cycles: 3, due: false}}},
+		{"a burst after a release", []step{{release: true, cycles: 3}, {cycles: 3, due: false}, {cycles: 4, due: true}}},
+		{"a collection during the release", []step{{release: true, cycles: 5}, {cycles: 4, due: false}, {cycles: 5, due: false}, {cycles: 6, due: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var w burstOver
-			for i, c := range tt.checks {
-				got := w.step(c.cycles)
-				if got != c.release {
-					t.Fatalf("check %d (count %d): release %v, want %v", i, c.cycles, got, c.release)
+			for i, s := range tt.steps {
+				if s.release {
+					w.released(s.cycles)
+					continue
 				}
-				if got {
-					w.released(c.cycles + 1)
+				if got := w.collected(s.cycles); got != s.due {
+					t.Fatalf("step %d (count %d): due %v, want %v", i, s.cycles, got, s.due)
 				}
 			}
 		})
+	}
+}
+
+// TestCollectionsAreSeen: each collection is reported.
+func TestCollectionsAreSeen(t *testing.T) {
+	gcs := make(chan struct{}, 1)
+	stop := collections(gcs)
+	defer stop()
+	for i := range 3 {
+		runtime.GC()
+		select {
+		case <-gcs:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("collection %d was not reported", i)
+		}
 	}
 }
