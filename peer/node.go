@@ -240,22 +240,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, fmt.Errorf("new node: %w", err)
 	}
-	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
-	n.spawn(n.watchConnections)
-	n.spawn(n.markDelivered)
-	if cfg.OnKnown != nil {
-		n.spawn(n.saveKnown)
-	}
-	if addrSub, err := h.EventBus().Subscribe(new(event.EvtLocalAddressesUpdated)); err == nil {
-		n.spawn(func() { n.watchAddrs(addrSub) })
-	} else {
-		n.log.Warn("cannot follow this device's address changes; members are redialled with backoff only", "err", err)
-	}
-	if changes, err := lan.Watch(n.ctx); err == nil {
-		n.spawn(func() { n.watchNetwork(changes) })
-	} else {
-		n.log.Debug("the system does not report network changes; libp2p's look, once a minute, finds them", "err", err)
-	}
+	n.follow()
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -271,6 +256,27 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	return n, nil
+}
+
+// follow starts the goroutines that follow the node's connections and
+// deliveries, and this device's addresses and network.
+func (n *Node) follow() {
+	n.eventsWG.Go(func() { n.events.run(n.eventsEnd) })
+	n.spawn(n.watchConnections)
+	n.spawn(n.markDelivered)
+	if n.cfg.OnKnown != nil {
+		n.spawn(n.saveKnown)
+	}
+	if addrSub, err := n.host.EventBus().Subscribe(new(event.EvtLocalAddressesUpdated)); err == nil {
+		n.spawn(func() { n.watchAddrs(addrSub) })
+	} else {
+		n.log.Warn("cannot follow this device's address changes; members are redialled with backoff only", "err", err)
+	}
+	if changes, err := lan.Watch(n.ctx); err == nil {
+		n.spawn(func() { n.watchNetwork(changes) })
+	} else {
+		n.log.Debug("the system does not report network changes; libp2p's look, once a minute, finds them", "err", err)
+	}
 }
 
 // check checks cfg, fills in its defaults and returns its static peers.

@@ -165,58 +165,15 @@ func AwayStrangers(t TB, p Params, r *Report) {
 	before := writes("before", 10)
 
 	target := net.JoinHostPort(lab.Public(Home), strconv.Itoa(awayPort))
-	jobs := make(chan int)
-	type outcome struct {
-		closedIn time.Duration // from the stranger's bytes to the NAS closing
-		refused  bool          // the connection was not even accepted
-		held     bool          // still open when the stranger gave up
+	outcomes, err := strangersDial(stranger, target)
+	if err != nil {
+		t.Fatalf("a stranger in the NAT lab: %v", err)
 	}
-	results := make(chan outcome, strangerDials)
-	errs := make(chan error, strangerWorkers)
-	for range strangerWorkers {
-		go func() {
-			if err := enterNetns(stranger); err != nil {
-				errs <- err
-				return
-			}
-			errs <- nil
-			junk := make([]byte, 64)
-			for range jobs {
-				c, err := net.DialTimeout("tcp4", target, 5*time.Second)
-				if err != nil {
-					results <- outcome{refused: true}
-					continue
-				}
-				rand.Read(junk)
-				start := time.Now()
-				c.SetDeadline(start.Add(30 * time.Second))
-				_, err = c.Write(junk)
-				for err == nil {
-					_, err = c.Read(junk)
-				}
-				var ne net.Error
-				results <- outcome{closedIn: time.Since(start), held: errors.As(err, &ne) && ne.Timeout()}
-				c.Close()
-			}
-		}()
-	}
-	for range strangerWorkers {
-		if err := <-errs; err != nil {
-			close(jobs)
-			t.Fatalf("a stranger in the NAT lab: %v", err)
-		}
-	}
-	go func() {
-		defer close(jobs)
-		for i := range strangerDials {
-			jobs <- i
-		}
-	}()
 	during := writes("during", 10)
 	var closed []time.Duration
 	refused, held := 0, 0
 	for range strangerDials {
-		o := <-results
+		o := <-outcomes
 		switch {
 		case o.refused:
 			refused++
@@ -238,6 +195,63 @@ func AwayStrangers(t TB, p Params, r *Report) {
 		strangerDials, strangerWorkers, len(closed), closed[len(closed)/2].Round(10*time.Microsecond), closed[len(closed)*95/100].Round(10*time.Microsecond), closed[len(closed)-1].Round(time.Millisecond), slow, refused, held)
 	r.Note(t, "the phone's writes reaching the NAS through the forwarded port: median %v before the strangers, %v while they dialled (max %v, %v)",
 		before[len(before)/2].Round(time.Millisecond), during[len(during)/2].Round(time.Millisecond), before[len(before)-1].Round(time.Millisecond), during[len(during)-1].Round(time.Millisecond))
+}
+
+// strangerOutcome is what became of one stranger's connection.
+type strangerOutcome struct {
+	closedIn time.Duration // from the stranger's bytes to the NAS closing
+	refused  bool          // the connection was not even accepted
+	held     bool          // still open when the stranger gave up
+}
+
+// strangersDial starts strangerDials connections from the stranger's
+// namespace ns to target, strangerWorkers at a time, each sending 64 junk
+// bytes and reading until the far end closes; their outcomes arrive on the
+// channel as they end.
+func strangersDial(ns, target string) (<-chan strangerOutcome, error) {
+	jobs := make(chan int)
+	results := make(chan strangerOutcome, strangerDials)
+	errs := make(chan error, strangerWorkers)
+	for range strangerWorkers {
+		go func() {
+			if err := enterNetns(ns); err != nil {
+				errs <- err
+				return
+			}
+			errs <- nil
+			junk := make([]byte, 64)
+			for range jobs {
+				c, err := net.DialTimeout("tcp4", target, 5*time.Second)
+				if err != nil {
+					results <- strangerOutcome{refused: true}
+					continue
+				}
+				rand.Read(junk)
+				start := time.Now()
+				c.SetDeadline(start.Add(30 * time.Second))
+				_, err = c.Write(junk)
+				for err == nil {
+					_, err = c.Read(junk)
+				}
+				var ne net.Error
+				results <- strangerOutcome{closedIn: time.Since(start), held: errors.As(err, &ne) && ne.Timeout()}
+				c.Close()
+			}
+		}()
+	}
+	for range strangerWorkers {
+		if err := <-errs; err != nil {
+			close(jobs)
+			return nil, err
+		}
+	}
+	go func() {
+		defer close(jobs)
+		for i := range strangerDials {
+			jobs <- i
+		}
+	}()
+	return results, nil
 }
 
 // portMapTimeout bounds how long a mapped address takes to show among a
