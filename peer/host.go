@@ -278,14 +278,24 @@ func (r *inboundRateLimited) OpenConnection(dir network.Direction, usefd bool, e
 	return r.ResourceManager.OpenConnection(dir, usefd, endpoint)
 }
 
-// muxer returns yamux tuned for a background daemon on a LAN: keepalives once
-// a minute (each one wakes the process; the kernel's TCP keepalives notice a
-// vanished peer sooner at no such cost, see tcp.go), round trips measured
-// rarely (nothing here uses them), and a 1 MiB stream window instead of 16
-// MiB (enough for a LAN; memory matters on a phone).
+// muxKeepAlive is how long a connection is quiet before yamux pings over
+// it. On a LAN the kernel's keepalives notice a vanished peer sooner and at
+// no cost to the daemons (tcp.go); over the internet they wait two minutes,
+// and a connection can die without a word (the home router's address
+// changed, a NAT forgot it), which the side that sends nothing notices only
+// when it next sends: this ping, which fails within yamux's write timeout.
+// So an idle device away finds its member again within a minute of the
+// loss: 40 s, and the 10 s the ping may take. Each ping wakes both daemons
+// and a phone's radio; shorter would notice sooner at that cost.
+const muxKeepAlive = 40 * time.Second
+
+// muxer returns yamux tuned for a background daemon: keepalives after
+// muxKeepAlive of quiet, round trips measured rarely (nothing here uses
+// them), and a 1 MiB stream window instead of 16 MiB (enough for a LAN;
+// memory matters on a phone).
 func muxer() *yamux.Transport {
 	c := *yamux.DefaultTransport
-	c.KeepAliveInterval = time.Minute
+	c.KeepAliveInterval = muxKeepAlive
 	c.MeasureRTTInterval = time.Hour
 	c.MaxStreamWindowSize = 1 << 20
 	return &c

@@ -67,7 +67,8 @@
 // an internet, a phone's network behind carrier-grade NAT, an office behind
 // another NAT and a place with no network (natlab.go); Lab.Move carries a
 // running node between them. The away-* scenarios (AwayWrites,
-// AwayThroughHome, AwayUnreachable, AwayStrangers, AwayPortMap, AwayIdle)
+// AwayThroughHome, AwayUnreachable, AwayStrangers, AwayPortMap,
+// AwayNewAddress, AwayIdle)
 // prove sync away from home through a member the internet can reach;
 // package testnet/away runs them as tests, beside this package's.
 package testnet

@@ -1,7 +1,9 @@
 package testnet
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,6 +315,63 @@ func (l *Lab) Move(n *Node, s Site) {
 	}
 	l.where[n] = s
 	l.nt.logf("testnet: %s moved to %s (%s)", n, s, time.Now().Format("15:04:05.000"))
+}
+
+// Readdress gives site s's router the public address public, as when a
+// home router is given a new one by its provider: the old one is gone at
+// once, and with it every connection made to it. The router's connection
+// tracking would carry on a connection to the old address for as long as
+// the neighbours' caches still sent it there, so the router drops what
+// still comes to it, or would leave it, with the old address, as the
+// provider's network would.
+func (l *Lab) Readdress(s Site, public string) {
+	l.nt.t.Helper()
+	sn := l.sites[s]
+	err := l.nt.nw.batch(l.routerNS(s), []string{
+		// In this order: deleting a primary address deletes the
+		// secondary ones of its subnet with it.
+		fmt.Sprintf("addr del %s/24 dev eth0", sn.public),
+		fmt.Sprintf("addr add %s/24 dev eth0", public),
+	})
+	if err == nil {
+		err = nsRun(l.routerNS(s), `table inet gone {
+  chain in {
+    type filter hook prerouting priority raw;
+    iifname eth0 ip daddr `+sn.public+` drop
+  }
+  chain out {
+    type filter hook postrouting priority srcnat + 10;
+    oifname eth0 ip saddr `+sn.public+` drop
+  }
+}
+`, "nft", "-f", "-")
+	}
+	if err != nil {
+		l.nt.t.Fatalf("testnet: new address for the %s router: %v", s, err)
+	}
+	sn.public = public
+	l.sites[s] = sn
+	l.nt.logf("testnet: the %s router's public address is now %s (%s)", s, public, time.Now().Format("15:04:05.000"))
+}
+
+// Resolve makes name resolve to addr for node n: the lab's DNS, a hosts
+// file for n's namespace (/etc/netns/NS/hosts, which ip netns exec mounts
+// over /etc/hosts for what it runs). Call it before n starts; a later call
+// rewrites the file in place, which a running daemon's resolver reads
+// again within seconds, as a dynamic DNS name changes.
+func (l *Lab) Resolve(n *Node, name, addr string) {
+	l.nt.t.Helper()
+	dir := filepath.Join("/etc/netns", n.ns)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		l.nt.t.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "hosts"), []byte("127.0.0.1 localhost\n"+addr+" "+name+"\n"), 0o644)
+	}
+	if err != nil {
+		l.nt.t.Fatalf("testnet: the NAT lab's DNS for %s: %v", n, err)
+	}
 }
 
 // strangerAddr is where Stranger's host is on the internet.

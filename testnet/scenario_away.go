@@ -133,6 +133,51 @@ func AwayUnreachable(t TB, p Params, r *Report) {
 	r.Note(t, "with no member reachable from the internet, the phone away said: %q; home again, its write reached the e-reader %v after it got the home network", said, took.Round(time.Millisecond))
 }
 
+// awayRelearn is how soon the phone away should reach the NAS again once
+// the home router has a new public address.
+const awayRelearn = time.Minute
+
+// AwayNewAddress: the home router is given a new public address while the
+// phone is away and connected to the NAS through the name the NAS
+// announces (a dynamic DNS name; here the lab's hosts file, changed with
+// the address). The connection to the old address is lost without a word.
+// The phone's next write ends it (data left unacknowledged); the phone
+// redials the name, finds the new address and the write reaches the
+// e-reader at home. Then the address changes again and the phone writes
+// nothing: its keepalive ends the dead connection, and a write made at
+// home reaches it.
+func AwayNewAddress(t TB, p Params, r *Report) {
+	nt := New(t, 3, NoStart())
+	nas, reader, phone := nt.Node(1), nt.Node(2), nt.Node(3)
+	lab := nt.Lab(PortForward(nas, awayPort))
+	const name = "home.example"
+	lab.Resolve(phone, name, lab.Public(Home))
+	nas.SetArgs("--listen", fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", awayPort),
+		"--announce", fmt.Sprintf("/dns4/%s/tcp/%d", name, awayPort))
+	nt.StartAll()
+	nt.JoinAll()
+	lab.Move(phone, Carrier)
+	before := BookKey("away-new-address: written before the change")
+	phone.SetPosition(before, 1, 0.1, "written away")
+	nt.WaitBook(syncTimeout, before, "the phone's write away", hasPosition, nas, reader)
+
+	lab.Readdress(Home, wanSubnet+"9")
+	lab.Resolve(phone, name, lab.Public(Home))
+	key := BookKey("away-new-address: written after the change")
+	phone.SetPosition(key, 2, 0.2, "written after the change")
+	took := nt.WaitBook(awayRelearn+syncTimeout, key, "the phone's write after the home router's new address", hasPosition, nas, reader)
+	p.checkTime(t, "the phone's write reaching home after the router's new address", took, awayRelearn, awayRelearn+syncTimeout)
+
+	lab.Readdress(Home, wanSubnet+"10")
+	lab.Resolve(phone, name, lab.Public(Home))
+	home := BookKey("away-new-address: written at home after the second change")
+	reader.SetPosition(home, 3, 0.3, "written at home")
+	took2 := nt.WaitBook(awayRelearn+syncTimeout, home, "the e-reader's write after the home router's second new address", hasPosition, phone)
+	r.Note(t, "the home router got a new public address while the phone was away and connected through the NAS's announced name: the phone's next write reached the e-reader at home %v later; after a second new address, with the phone idle, a write at home reached the phone %v later",
+		took.Round(time.Millisecond), took2.Round(time.Millisecond))
+	p.checkTime(t, "a write at home reaching the idle phone after the router's new address", took2, awayRelearn, awayRelearn+syncTimeout)
+}
+
 // strangerDials is how many connections AwayStrangers opens to the NAS's
 // forwarded port from a host on the internet, strangerWorkers at a time.
 const (

@@ -108,6 +108,7 @@ var Scenarios = []Scenario{
 	{"away-unreachable", AwayUnreachable},
 	{"away-strangers", AwayStrangers},
 	{"away-port-map", AwayPortMap},
+	{"away-new-address", AwayNewAddress},
 	{"away-idle", AwayIdle},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},

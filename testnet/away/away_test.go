@@ -43,4 +43,8 @@ func TestAwayPortMap(t *testing.T) {
 	t.Parallel()
 	testnet.AwayPortMap(t, testnet.Params{}, nil)
 }
+func TestAwayNewAddress(t *testing.T) {
+	t.Parallel()
+	testnet.AwayNewAddress(t, testnet.Params{}, nil)
+}
 func TestAwayIdle(t *testing.T) { long(t); t.Parallel(); testnet.AwayIdle(t, testnet.Params{}, nil) }
