@@ -259,10 +259,12 @@ func strangersDial(ns, target string) (<-chan strangerOutcome, error) {
 	errs := make(chan error, strangerWorkers)
 	for range strangerWorkers {
 		go func() {
-			if err := enterNetns(ns); err != nil {
+			leave, err := enterNetns(ns)
+			if err != nil {
 				errs <- err
 				return
 			}
+			defer leave()
 			errs <- nil
 			junk := make([]byte, 64)
 			for range jobs {
