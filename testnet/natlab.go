@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // The NAT lab: the LAN of New becomes a home network behind a router, and
@@ -66,6 +68,7 @@ type Lab struct {
 	nt    *Net
 	sites map[Site]siteNet
 	where map[*Node]Site
+	upnp  *proc // the home router's miniupnpd, with UPnP()
 }
 
 // LabOption configures the NAT lab.
@@ -262,11 +265,49 @@ func (l *Lab) startUPnP() error {
 	if err != nil {
 		return err
 	}
-	nt.t.Cleanup(func() {
-		p.signal(sigkill)
-		<-p.done
-	})
+	if l.upnp == nil {
+		nt.t.Cleanup(func() {
+			l.upnp.signal(sigkill)
+			<-l.upnp.done
+		})
+	}
+	l.upnp = p
 	return nil
+}
+
+// RebootUPnP is the home router restarting with UPnP() on: its miniupnpd
+// is killed, the mappings it had made are gone from the router's rules,
+// and a new one starts with none.
+func (l *Lab) RebootUPnP() {
+	l.nt.t.Helper()
+	l.upnp.signal(sigkill)
+	<-l.upnp.done
+	err := nsRun(l.routerNS(Home), `flush chain inet filter miniupnpd
+flush chain inet nat prerouting_miniupnpd
+flush chain inet nat postrouting_miniupnpd
+`, "nft", "-f", "-")
+	if err == nil {
+		err = l.startUPnP()
+	}
+	if err != nil {
+		l.nt.t.Fatalf("testnet: the home router's UPnP after a reboot: %v", err)
+	}
+	l.nt.logf("testnet: the home router's miniupnpd restarted with no mappings (%s)", time.Now().Format("15:04:05.000"))
+}
+
+// Mapped reports whether the home router's miniupnpd holds a mapping for
+// the port of addr (a multiaddr), as its rules show.
+func (l *Lab) Mapped(addr string) bool {
+	m, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return false
+	}
+	port, err := m.ValueForProtocol(ma.P_TCP)
+	if err != nil {
+		return false
+	}
+	out, err := exec.Command("ip", "netns", "exec", l.routerNS(Home), "nft", "list", "chain", "inet", "nat", "prerouting_miniupnpd").CombinedOutput()
+	return err == nil && strings.Contains(string(out), "dport "+port+" ")
 }
 
 // routerNS is the namespace of site s's router.

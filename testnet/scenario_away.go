@@ -308,7 +308,9 @@ const portMapTimeout = 3 * time.Minute
 // AwayPortMap: the home router maps ports on request (UPnP IGD and
 // NAT-PMP) and nothing is forwarded by hand. The NAS, started with
 // --port-map, gets a mapping and shares the mapped address with the
-// members; the phone away then syncs through it.
+// members; the phone away then syncs through it. Then the router restarts
+// and forgets the mapping: the NAS maps again, and the phone, once home
+// and away again, syncs through the new mapping.
 func AwayPortMap(t TB, p Params, r *Report) {
 	nt := New(t, 3, NoStart())
 	nas, reader, phone := nt.Node(1), nt.Node(2), nt.Node(3)
@@ -332,8 +334,30 @@ func AwayPortMap(t TB, p Params, r *Report) {
 	key := BookKey("away-port-map: written away")
 	phone.SetPosition(key, 4, 0.4, "written away")
 	took2 := nt.WaitBook(syncTimeout, key, "the phone's write made away", hasPosition, nas, reader)
-	r.Note(t, "the NAS asked the home router for a mapping (UPnP/NAT-PMP) and had %s %v after its start; the phone away then synced through it, its write at the e-reader in %v",
-		mapped, took.Round(time.Millisecond), took2.Round(time.Millisecond))
+
+	// The router restarts and forgets the mapping. The NAS maps again, on
+	// a port of libp2p's choosing, which a device away cannot learn from
+	// the NAS: the phone learns it at home, as it learnt the first one.
+	lab.RebootUPnP()
+	var remapped string
+	took3 := WaitFor(t, awayRelearn, func() (bool, string) {
+		st := nas.Status()
+		for _, a := range st.Addresses {
+			if strings.HasPrefix(a, public) && lab.Mapped(a) {
+				remapped = a
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%s has no address mapped by the restarted router yet: %v", nas, st.Addresses)
+	})
+	lab.Move(phone, Home)
+	nt.WaitConnected(syncTimeout, nas, phone)
+	lab.Move(phone, Carrier)
+	again := BookKey("away-port-map: written after the router's restart")
+	phone.SetPosition(again, 5, 0.5, "written after the restart")
+	took4 := nt.WaitBook(syncTimeout, again, "the phone's write away after the router's restart", hasPosition, nas, reader)
+	r.Note(t, "the NAS asked the home router for a mapping (UPnP/NAT-PMP) and had %s %v after its start; the phone away then synced through it, its write at the e-reader in %v. The router restarted without the mapping: the NAS had %s %v later (same port: %v); the phone, home and away again, synced through it in %v",
+		mapped, took.Round(time.Millisecond), took2.Round(time.Millisecond), remapped, took3.Round(time.Millisecond), remapped == mapped, took4.Round(time.Millisecond))
 }
 
 // AwayIdle's two windows: the first, awayIdleWindow long, from
