@@ -229,11 +229,14 @@ func TestKosyncIdleConnectionsDoNotLockOut(t *testing.T) {
 }
 
 // The event stream is not cut by any of the timeouts: it has no write
-// timeout, only a stall limit, and no body.
+// timeout, only a stall limit on each write, and no body. The stall limit
+// is the longest here: a write to a Windows pipe under wine waits for the
+// reader, which a loaded machine may not run for tens of milliseconds, and
+// the idle wait below still passes it.
 func TestEventStreamOutlivesTimeouts(t *testing.T) {
 	lim := testLimits(16, 50*time.Millisecond)
 	lim.local.idle = 50 * time.Millisecond
-	lim.local.conns.WriteStall = 50 * time.Millisecond
+	lim.local.conns.WriteStall = 400 * time.Millisecond
 	d := startDaemon(t, func(c *Config) { c.limits = lim })
 	ctx, cancel := context.WithCancel(ctxT(t))
 	defer cancel()
@@ -248,7 +251,7 @@ func TestEventStreamOutlivesTimeouts(t *testing.T) {
 	poll.Until(t, "the stream to subscribe", 5*time.Second, func() bool { return d.hub.count() == 1 })
 	// Several times every timeout pass: waiting for time itself, not for
 	// something to happen.
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(time.Second)
 	d.hub.publish(Event{Type: "ping", Data: struct{}{}})
 	select {
 	case typ := <-got:
