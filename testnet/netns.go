@@ -172,9 +172,10 @@ func ipRun(stdin string, args ...string) error {
 
 var sweepOnce sync.Once
 
-// sweepStale deletes the namespaces and temporary dirs of earlier runs whose
-// process is gone (killed before its cleanup ran); their daemons died with
-// them (Pdeathsig).
+// sweepStale deletes the namespaces, temporary dirs and lab hosts files
+// (/etc/netns, natlab.go's Resolve) of earlier runs whose process is gone
+// (killed before its cleanup ran); their daemons died with them
+// (Pdeathsig).
 func sweepStale() {
 	if entries, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range entries {
@@ -183,10 +184,14 @@ func sweepStale() {
 			}
 		}
 	}
-	if entries, err := os.ReadDir(os.TempDir()); err == nil {
+	for _, dir := range []string{os.TempDir(), "/etc/netns"} {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
 		for _, e := range entries {
 			if pid, ok := stalePID(e.Name()); ok && !alive(pid) {
-				os.RemoveAll(filepath.Join(os.TempDir(), e.Name()))
+				os.RemoveAll(filepath.Join(dir, e.Name()))
 			}
 		}
 	}

@@ -14,7 +14,7 @@ func TestEnterNetnsComesBack(t *testing.T) {
 	if why := netnsMissing(); why != "" {
 		t.Skipf("%s: %s", skipNoNetns, why)
 	}
-	ns := fmt.Sprintf("dytn-enter-%d", os.Getpid())
+	ns := fmt.Sprintf("%s%d-enter", prefix, os.Getpid()) // swept if this run is killed
 	if err := ipRun("", "netns", "add", ns); err != nil {
 		t.Fatal(err)
 	}
