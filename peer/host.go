@@ -285,8 +285,8 @@ func (r *inboundRateLimited) OpenConnection(dir network.Direction, usefd bool, e
 // changed, a NAT forgot it), which the side that sends nothing notices only
 // when it next sends: this ping, which fails within yamux's write timeout.
 // So an idle device away finds its member again within a minute of the
-// loss: 40 s, and the 10 s the ping may take. Each ping wakes both daemons
-// and a phone's radio; shorter would notice sooner at that cost.
+// loss: this, and yamux's write timeout for the ping. Each ping wakes both
+// daemons and a phone's radio; shorter would notice sooner at that cost.
 const muxKeepAlive = 40 * time.Second
 
 // muxer returns yamux tuned for a background daemon: keepalives after

@@ -306,8 +306,8 @@ func (l *Lab) Mapped(addr string) bool {
 	if err != nil {
 		return false
 	}
-	out, err := exec.Command("ip", "netns", "exec", l.routerNS(Home), "nft", "list", "chain", "inet", "nat", "prerouting_miniupnpd").CombinedOutput()
-	return err == nil && strings.Contains(string(out), "dport "+port+" ")
+	out, err := l.chain(Home, "nat", "prerouting_miniupnpd")
+	return err == nil && strings.Contains(out, "dport "+port+" ")
 }
 
 // routerNS is the namespace of site s's router.
@@ -448,16 +448,26 @@ func (l *Lab) Stranger() string {
 // Forwarded returns how many packets site s's router has forwarded, both
 // ways, since the lab was built.
 func (l *Lab) Forwarded(s Site) (int64, error) {
-	ns := l.routerNS(s)
-	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "inet", "filter", "forward").CombinedOutput()
+	out, err := l.chain(s, "filter", "forward")
 	if err != nil {
-		return 0, fmt.Errorf("nft list in %s: %w: %s", ns, err, out)
+		return 0, err
 	}
-	fields := strings.Fields(string(out))
+	fields := strings.Fields(out)
 	for i, f := range fields {
 		if f == "packets" && i+1 < len(fields) {
 			return strconv.ParseInt(fields[i+1], 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no packet counter in %s's forward chain: %s", ns, out)
+	return 0, fmt.Errorf("no packet counter in the %s router's forward chain: %s", s, out)
+}
+
+// chain lists chain of the inet table table on site s's router, as nft
+// prints it.
+func (l *Lab) chain(s Site, table, chain string) (string, error) {
+	ns := l.routerNS(s)
+	out, err := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chain", "inet", table, chain).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("nft list chain inet %s %s in %s: %w: %s", table, chain, ns, err, out)
+	}
+	return string(out), nil
 }

@@ -10,9 +10,9 @@ const TargetLostPeer = 20 * time.Second
 
 // LostPeer: the switch between two connected devices stops forwarding (a
 // dropped Wi-Fi, a closed lid: nothing is closed, packets just stop), and
-// each must list the other as disconnected within TargetLostPeer. With only
-// yamux's keepalive (after 40 s of quiet, peer/host.go, then a 10 s wait for
-// the answer) a device would say `connected` for up to 50 s; the kernel's
+// each must list the other as disconnected within TargetLostPeer. yamux's
+// keepalive alone (peer/host.go's muxKeepAlive, then its write timeout)
+// would leave a device saying `connected` for longer; the kernel's
 // keepalives (peer/tcp.go) notice sooner.
 func LostPeer(t TB, p Params, r *Report) {
 	nt := New(t, 2, QuietLogs())
