@@ -230,6 +230,19 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 // of another library gets further: it accepts the connection and then the
 // handshake fails.
 func nothingListens(err error) bool {
+	var de *swarm.DialError
+	if errors.As(err, &de) && len(de.DialErrors) > 0 {
+		for _, te := range de.DialErrors {
+			if !failedToDial(te.Cause) {
+				return false
+			}
+		}
+		return true
+	}
+	return failedToDial(err)
+}
+
+func failedToDial(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
