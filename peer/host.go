@@ -121,7 +121,7 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 	undo = append(undo, sw.Close)
 	hopts := &basichost.HostOpts{EventBus: bus, ConnManager: cm}
 	if cfg.PortMap {
-		hopts.NATManager = basichost.NewNATManager
+		hopts.NATManager = newPortMapper(cfg.Logger)
 	}
 	h, err := basichost.NewHost(sw, hopts)
 	if err != nil {
