@@ -82,6 +82,7 @@ type Mapper struct {
 	public   netip.Addr
 	router   Router
 	everSeen bool
+	lastErr  string // the failure last logged
 }
 
 // New starts a Mapper; Close stops it and removes its mappings.
@@ -176,7 +177,7 @@ func (m *Mapper) renew(ctx context.Context) time.Duration {
 		var err error
 		if r, err = m.discover(ctx); err != nil {
 			if ctx.Err() == nil {
-				m.cfg.Log.Info("no router that maps ports found; looking again later", "err", err, "in", m.cfg.Retry)
+				m.failed(slog.LevelInfo, "no router that maps ports found; looking again every minute", err)
 			}
 			m.forget()
 			return m.cfg.Retry
@@ -186,9 +187,8 @@ func (m *Mapper) renew(ctx context.Context) time.Duration {
 	if err != nil && !fresh && ctx.Err() == nil {
 		// The router stopped answering or lost the mappings (a restart):
 		// find it again now rather than a lease later, and ask for the
-		// same ports.
-		// Until then the mappings are still reported: the port is the
-		// same, so the address members know stays right.
+		// same ports. Meanwhile the mappings are still reported: the port
+		// will be the same, so the address members know stays right.
 		m.cfg.Log.Info("port mapping renewal failed; finding the router again", "router", r, "err", err)
 		m.mu.Lock()
 		m.router = nil
@@ -198,11 +198,26 @@ func (m *Mapper) renew(ctx context.Context) time.Duration {
 		}
 	}
 	if err != nil && ctx.Err() == nil {
-		m.cfg.Log.Warn("port mapping failed; trying again later", "err", err, "in", m.cfg.Retry)
+		m.failed(slog.LevelWarn, "port mapping failed; trying again every minute", err)
 		m.forget()
 		return m.cfg.Retry
 	}
+	m.mu.Lock()
+	m.lastErr = ""
+	m.mu.Unlock()
 	return m.cfg.Lease / 3
+}
+
+// failed logs a failure once, not on every retry: a device on a network
+// without such a router would otherwise say so every minute.
+func (m *Mapper) failed(level slog.Level, msg string, err error) {
+	m.mu.Lock()
+	same := m.lastErr == err.Error()
+	m.lastErr = err.Error()
+	m.mu.Unlock()
+	if !same {
+		m.cfg.Log.Log(context.Background(), level, msg, "err", err)
+	}
 }
 
 func (m *Mapper) discover(ctx context.Context) (Router, error) {
