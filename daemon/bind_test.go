@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/danyue/danyue/internal/testport"
 	"net"
 	"os"
 	"path/filepath"
@@ -66,12 +68,7 @@ func TestEarlyListenersReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", testport.Loopback(t))
 	if _, err := bindEarly(Config{HTTP: addr, Kosync: busy.Addr().String()}); err == nil {
 		t.Fatal("bound a busy address")
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
+	"github.com/danyue/danyue/internal/testport"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -274,10 +274,10 @@ func seedOlderStore(t *testing.T, dataDir string, key []byte, lib store.Library,
 func TestMemberAddressesOutliveARestart(t *testing.T) {
 	// Each listens on a port of its own that stays the same, as a default
 	// listen address (the port of the last run) does.
-	fixed := func(c *Config) { c.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", freePort(t))} }
+	fixed := func(c *Config) { c.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", testport.Loopback(t))} }
 	a := startPairable(t, "laptop", fixed)
 	bDir := tempDir(t)
-	bPort := freePort(t)
+	bPort := testport.Loopback(t)
 	bCfg := func(c *Config) {
 		c.DataDir = filepath.Join(bDir, "data")
 		c.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", bPort)}
@@ -330,17 +330,6 @@ func TestMemberAddressesOutliveARestart(t *testing.T) {
 		pb, _ := member(t, a, bID)
 		return pb.Connected
 	})
-}
-
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Issue 49: a member this device has never reached and knows no address

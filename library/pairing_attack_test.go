@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/danyue/danyue/internal/testport"
 	"io"
 	"log/slog"
 	"net"
@@ -144,12 +145,7 @@ func TestPairAttackRepeatedBurns(t *testing.T) {
 // With --pair-listen pinned to one port, a new invitation replaces the
 // open one on the same port, also after a burn left the old one answering.
 func TestPairPinnedPortReplaces(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinned := ln.Addr().String()
-	ln.Close()
+	pinned := fmt.Sprintf("127.0.0.1:%d", testport.Loopback(t))
 	a := openLibrary(t, "laptop", func(c *Config) { c.PairListen = pinned })
 	b := pairable(t, "phone")
 	ctx := ctxT(t)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"github.com/danyue/danyue/internal/testport"
 	"os"
 	"strings"
 	"testing"
@@ -94,12 +94,7 @@ func peerInfo(l, o *Library) (peer.PeerInfo, bool) {
 // loopbackPort returns a loopback listen address on a port nothing
 // listens on now, for a device that must come back where it was.
 func loopbackPort(t *testing.T) []multiaddr.Multiaddr {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return []multiaddr.Multiaddr{multiaddr.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ln.Addr().(*net.TCPAddr).Port))}
+	return []multiaddr.Multiaddr{multiaddr.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", testport.Loopback(t)))}
 }
 
 // joinSoon joins l with code, waiting at most a moment for the inviter,

@@ -57,6 +57,7 @@ func TestLayers(t *testing.T) {
 		"bench/mixload":            {"daemon/client"},
 		"internal/connlimit":       nil,
 		"internal/testfs":          nil,
+		"internal/testport":        nil,
 		"internal/poll":            nil,
 		"internal/leaks":           nil,
 		"internal/logbuf":          nil,

@@ -3,6 +3,7 @@ package crossos
 import (
 	"context"
 	"fmt"
+	"github.com/danyue/danyue/internal/testport"
 	"log/slog"
 	"net"
 	"net/http"
@@ -111,13 +112,7 @@ func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", testport.Loopback(t))
 }
 
 // key is the BookKey of book i of the scenario.
