@@ -64,11 +64,13 @@
 // # The NAT lab
 //
 // Net.Lab turns the LAN into a home network behind a NAT router and adds
-// an internet, a phone's network behind carrier-grade NAT, an office behind
-// another NAT and a place with no network (natlab.go); Lab.Move carries a
-// running node between them. The away-* scenarios (AwayWrites,
-// AwayThroughHome, AwayUnreachable, AwayStrangers, AwayPortMap,
-// AwayNewAddress, AwayIdle)
-// prove sync away from home through a member the internet can reach;
-// package testnet/away runs them as tests, beside this package's.
+// an internet, a phone's network behind carrier-grade NAT, an office and a
+// cafe behind NATs of their own and a place with no network (natlab.go);
+// Lab.Move carries a running node between them. The away-* scenarios
+// (AwayWrites, AwayThroughHome, AwayUnreachable, AwayStrangers,
+// AwayPortMap, AwayNewAddress, AwayIdle) prove sync away from home through
+// a member the internet can reach; AwayPunch measures libp2p's hole
+// punching between two NATs, TCP against QUIC (testnet/cmd/punch), for the
+// choice of transport. Package testnet/away runs them as tests, beside
+// this package's.
 package testnet

@@ -34,7 +34,9 @@ import (
 //     100.64.0.0/24 subnet (the shared address space of RFC 6598) whose
 //     router picks a random public port for every connection
 //     (masquerade fully-random: address- and port-dependent mapping);
-//   - office is another LAN behind a NAT of its own;
+//   - office and cafe are other LANs, each behind a NAT of its own that
+//     keeps a device's source port where it is free (masquerade): the
+//     "easy" NATs of hole punching;
 //   - offline is a bridge with no router: a device there has no network.
 //
 // The routers have no route to the sites' private subnets, so a device that
@@ -48,6 +50,7 @@ const (
 	Home    Site = "home"
 	Carrier Site = "carrier"
 	Office  Site = "office"
+	Cafe    Site = "cafe"
 	Offline Site = "offline"
 )
 
@@ -78,14 +81,22 @@ type labConfig struct {
 	forward     *Node
 	forwardPort int
 	upnp        bool
+	drop        bool
 }
+
+// DropUnsolicited makes every router drop what comes to its own public
+// address unasked, as most home routers do, rather than refuse it: a
+// connection attempt there waits out its retries instead of failing at
+// once, which hole punching needs (the peer's first packet may come before
+// this side's own has opened the NAT).
+func DropUnsolicited() LabOption { return func(c *labConfig) { c.drop = true } }
 
 // UPnP runs miniupnpd on the home router: UPnP IGD and NAT-PMP, mapping
 // ports (1024 and up) for the devices of the home LAN that ask.
 func UPnP() LabOption { return func(c *labConfig) { c.upnp = true } }
 
-// PortForward makes the home router forward TCP port to n, on the same
-// port: what a user sets up to reach a device at home from anywhere.
+// PortForward makes the home router forward port (TCP and UDP) to n, on
+// the same port: what a user sets up to reach a device at home from anywhere.
 func PortForward(n *Node, port int) LabOption {
 	return func(c *labConfig) { c.forward, c.forwardPort = n, port }
 }
@@ -132,24 +143,25 @@ func (nt *Net) Lab(opts ...LabOption) *Lab {
 		Home:    {bridge: 0, subnet: nt.nw.subnet, public: wanSubnet + "1", nat: "masquerade"},
 		Carrier: {bridge: 101, subnet: "100.64.0.", public: wanSubnet + "2", nat: "masquerade fully-random"},
 		Office:  {bridge: 102, subnet: "172.16.0.", public: wanSubnet + "3", nat: "masquerade"},
+		Cafe:    {bridge: 104, subnet: "172.17.0.", public: wanSubnet + "4", nat: "masquerade"},
 		Offline: {bridge: 103},
 	}}
 	nw := nt.nw
 	nw.mu.Lock()
 	cmds := nw.bridgeCmds(100) // brwan
-	for _, s := range []Site{Carrier, Office, Offline} {
+	for _, s := range []Site{Carrier, Office, Cafe, Offline} {
 		cmds = append(cmds, nw.bridgeCmds(l.sites[s].bridge)...)
 	}
 	nw.mu.Unlock()
 	if err := nw.batch(nw.sw, cmds); err != nil {
 		nt.t.Fatalf("testnet: the NAT lab: %v", err)
 	}
-	for _, s := range []Site{Home, Carrier, Office} {
+	for _, s := range []Site{Home, Carrier, Office, Cafe} {
 		var forward string
 		if s == Home && cfg.forward != nil {
-			forward = fmt.Sprintf("iifname eth0 tcp dport %d dnat ip to %s:%d", cfg.forwardPort, cfg.forward.ip, cfg.forwardPort)
+			forward = fmt.Sprintf("iifname eth0 meta l4proto { tcp, udp } th dport %d dnat ip to %s:%d", cfg.forwardPort, cfg.forward.ip, cfg.forwardPort)
 		}
-		if err := l.router(s, forward); err != nil {
+		if err := l.router(s, forward, cfg.drop); err != nil {
 			nt.t.Fatalf("testnet: the NAT lab: %s router: %v", s, err)
 		}
 	}
@@ -164,14 +176,14 @@ func (nt *Net) Lab(opts ...LabOption) *Lab {
 			nt.t.Fatalf("testnet: the NAT lab: %s: %v", n, err)
 		}
 	}
-	nt.logf("testnet: NAT lab: internet %s0/24; home %s0/24 behind %s; carrier 100.64.0.0/24 behind %s (fully random ports); office 172.16.0.0/24 behind %s",
-		wanSubnet, nw.subnet, l.sites[Home].public, l.sites[Carrier].public, l.sites[Office].public)
+	nt.logf("testnet: NAT lab: internet %s0/24; home %s0/24 behind %s; carrier 100.64.0.0/24 behind %s (fully random ports); office 172.16.0.0/24 behind %s; cafe 172.17.0.0/24 behind %s",
+		wanSubnet, nw.subnet, l.sites[Home].public, l.sites[Carrier].public, l.sites[Office].public, l.sites[Cafe].public)
 	return l
 }
 
 // router creates the router namespace of site s, with the dnat rule
-// forward if not empty.
-func (l *Lab) router(s Site, forward string) error {
+// forward if not empty, dropping what comes to it unasked if drop.
+func (l *Lab) router(s Site, forward string, drop bool) error {
 	nw, sn := l.nt.nw, l.sites[s]
 	ns := l.routerNS(s)
 	if err := ipRun("", "netns", "add", ns); err != nil {
@@ -200,6 +212,14 @@ func (l *Lab) router(s Site, forward string) error {
 	}
 	// The chains miniupnpd adds its rules to are there on every router,
 	// and stay empty where it does not run (the names are its defaults).
+	var input string
+	if drop {
+		input = `
+  chain input {
+    type filter hook input priority 0; policy accept;
+    iifname eth0 ct state new drop
+  }`
+	}
 	rules := `table inet filter {
   chain forward {
     type filter hook forward priority 0; policy accept;
@@ -207,7 +227,7 @@ func (l *Lab) router(s Site, forward string) error {
     jump miniupnpd
   }
   chain miniupnpd {
-  }
+  }` + input + `
 }
 table inet nat {
   chain prerouting {

@@ -35,7 +35,7 @@ import (
 func PairAttack(t TB, p Params, r *Report) {
 	nt := New(t, 5, NoJoin())
 	inviter, joiner, attacker, faker, joiner2 := nt.Node(1), nt.Node(2), nt.Node(3), nt.Node(4), nt.Node(5)
-	bin := pairattackBinary(t)
+	bin := toolBinary(t, "pairattack")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
@@ -228,24 +228,24 @@ func (a *attack) last(event string) (attackLine, bool) {
 	return attackLine{}, false
 }
 
-// pairattackBinary builds testnet/cmd/pairattack for this scenario.
-func pairattackBinary(t TB) string {
+// toolBinary builds the command testnet/cmd/NAME for a scenario.
+func toolBinary(t TB, name string) string {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		t.Fatalf("find the module dir (go list -m): %v", err)
 	}
-	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-pairattack-", prefix, os.Getpid()))
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-%s-", prefix, os.Getpid(), name))
 	if err != nil {
-		t.Fatalf("pairattack: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin := filepath.Join(dir, "pairattack")
-	cmd := exec.Command("go", "build", "-o", bin, "./testnet/cmd/pairattack")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, "./testnet/cmd/"+name)
 	cmd.Dir = strings.TrimSpace(string(out))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./testnet/cmd/pairattack: %v\n%s", err, b)
+		t.Fatalf("go build ./testnet/cmd/%s: %v\n%s", name, err, b)
 	}
 	return bin
 }

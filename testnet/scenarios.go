@@ -24,6 +24,9 @@ type Params struct {
 	// ten of which it deletes; default 5,000.
 	CollectBooks int
 	Seed         uint64 // convergence: random seed; default random (logged)
+	// PunchTries is how many hole punches away-punch tries per transport;
+	// default 50.
+	PunchTries int
 	// Local runs the scenarios that need no real network (propagation,
 	// clock skew, wipe, deletion) on in-process daemons (NewLocal).
 	Local bool
@@ -110,6 +113,7 @@ var Scenarios = []Scenario{
 	{"away-port-map", AwayPortMap},
 	{"away-new-address", AwayNewAddress},
 	{"away-idle", AwayIdle},
+	{"away-punch", AwayPunch},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},
 	{"restore-writes", RestoreWrites},

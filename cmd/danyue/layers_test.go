@@ -50,6 +50,7 @@ func TestLayers(t *testing.T) {
 		"testnet/crossos":          nil,
 		"testnet/cmd/attack":       nil,
 		"testnet/cmd/kosyncattack": nil,
+		"testnet/cmd/punch":        nil,
 		"testnet/cmd/pairattack":   {"pair", "pair/rendezvous"},
 		"bench/cmd/measure":        {"bench/internal/flood", "bench/internal/gctrace", "internal/procstat", "bench/mixload", "daemon/api", "daemon/client"},
 		"bench/internal/flood":     {"peer", "crdt", "daemon/client"},

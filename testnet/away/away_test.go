@@ -48,3 +48,11 @@ func TestAwayNewAddress(t *testing.T) {
 	testnet.AwayNewAddress(t, testnet.Params{}, nil)
 }
 func TestAwayIdle(t *testing.T) { long(t); t.Parallel(); testnet.AwayIdle(t, testnet.Params{}, nil) }
+
+// A measurement for the choice of transport; the command runs the 50
+// tries per transport the figures are given for.
+func TestAwayPunch(t *testing.T) {
+	long(t)
+	t.Parallel()
+	testnet.AwayPunch(t, testnet.Params{PunchTries: 5}, nil)
+}
