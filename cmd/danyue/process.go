@@ -138,9 +138,10 @@ func (w *burstOver) released(cycles uint64) { w.releasedAt = cycles }
 // collections sends on c, without waiting, after each garbage collection,
 // until the function it returns is called. A collection is seen when an
 // object of its own, unreachable from the start, is cleaned up; each
-// notice sets up the next object. The object holds a pointer so that it is
-// not batched with live objects in the runtime's tiny allocator, where it
-// could outlive its collection.
+// notice sets up the next object before it is sent, so that a collection
+// the receiver starts at once is seen too. The object holds a pointer so
+// that it is not batched with live objects in the runtime's tiny
+// allocator, where it could outlive its collection.
 func collections(c chan<- struct{}) (stop func()) {
 	var stopped atomic.Bool
 	var watch func()
@@ -149,11 +150,11 @@ func collections(c chan<- struct{}) (stop func()) {
 			return
 		}
 		runtime.AddCleanup(new(gcSentinel), func(struct{}) {
+			watch()
 			select {
 			case c <- struct{}{}:
 			default:
 			}
-			watch()
 		}, struct{}{})
 	}
 	watch()
