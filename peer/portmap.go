@@ -27,8 +27,8 @@ type portMapper struct {
 func newPortMapper(log *slog.Logger) func(network.Network) basichost.NATManager {
 	return func(n network.Network) basichost.NATManager {
 		pm := &portMapper{net: n, m: portmap.New(portmap.Config{Discover: portmap.Discover, Log: log})}
-		sync := func(network.Network, ma.Multiaddr) { pm.sync() }
-		pm.notify = &network.NotifyBundle{ListenF: sync, ListenCloseF: sync}
+		resync := func(network.Network, ma.Multiaddr) { pm.sync() }
+		pm.notify = &network.NotifyBundle{ListenF: resync, ListenCloseF: resync}
 		n.Notify(pm.notify)
 		pm.sync()
 		return pm

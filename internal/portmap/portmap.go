@@ -277,7 +277,7 @@ func (m *Mapper) mapAll(ctx context.Context, r Router) error {
 			}
 			m.ext[internal], m.mapped[internal] = ext, true
 		} else {
-			m.mapped[internal] = false
+			delete(m.mapped, internal)
 			errs = append(errs, err)
 		}
 		m.public = public
