@@ -82,7 +82,8 @@ type Mapper struct {
 	public   netip.Addr
 	router   Router
 	everSeen bool
-	lastErr  string // the failure last logged
+	lastErr  string    // the failure last logged
+	lastOK   time.Time // the last renewal that mapped every port
 }
 
 // New starts a Mapper; Close stops it and removes its mappings.
@@ -198,12 +199,21 @@ func (m *Mapper) renew(ctx context.Context) time.Duration {
 		}
 	}
 	if err != nil && ctx.Err() == nil {
+		m.mu.Lock()
+		held := !fresh && time.Since(m.lastOK) < m.cfg.Lease
+		m.mu.Unlock()
+		if held {
+			// A restarting router may not answer yet: the mappings stand
+			// until their lease would have run out, and the router is
+			// looked for again at the next renewal.
+			return m.cfg.Lease / 3
+		}
 		m.failed(slog.LevelWarn, "port mapping failed; trying again every minute", err)
 		m.forget()
 		return m.cfg.Retry
 	}
 	m.mu.Lock()
-	m.lastErr = ""
+	m.lastErr, m.lastOK = "", time.Now()
 	m.mu.Unlock()
 	return m.cfg.Lease / 3
 }

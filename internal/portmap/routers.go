@@ -136,7 +136,9 @@ func discoverNATPMP(ctx context.Context) (Router, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NAT-PMP: the routing table: %w", err)
 	}
-	_, gw, _, err := rt.Route(net.IPv4zero)
+	// The route towards any public address is the default one; no
+	// packet is sent.
+	_, gw, _, err := rt.Route(net.IPv4(192, 0, 2, 1))
 	if err != nil || gw == nil {
 		return nil, fmt.Errorf("NAT-PMP: no default gateway: %v", err)
 	}
