@@ -351,6 +351,13 @@ func (n *Node) Close() error {
 		// From here no dial starts, libp2p's own included (gater.go).
 		n.gater.closing.Store(true)
 		n.cancel()
+		// The connections close before any handler goes: removing one
+		// makes libp2p's identify push the new list of protocols to every
+		// connected peer, and the host's Close waits for each answer, up
+		// to five seconds when those peers are stopping too.
+		for _, c := range n.host.Network().Conns() {
+			c.Close()
+		}
 		n.host.RemoveStreamHandler(ProtocolID)
 		n.host.RemoveStreamHandler(RekeyProtocolID)
 		n.host.RemoveStreamHandler(SummaryProtocolID)

@@ -110,6 +110,10 @@ func (n *Node) sendSummaries(ctx context.Context, p lpeer.ID, msg []byte) error 
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}
+	// Close waits for the peer to accept the protocol, which a peer that
+	// is itself stopping never does: a node that closes must not wait the
+	// deadline out.
+	defer context.AfterFunc(ctx, func() { s.Reset() })()
 	if _, err := s.Write(msg); err != nil {
 		s.Reset()
 		return fmt.Errorf("send summaries to %s: %w", p, err)

@@ -11,6 +11,9 @@ import (
 const (
 	sigterm = syscall.SIGTERM
 	sigkill = syscall.SIGKILL
+	// sigquit makes a Go program print every goroutine's stack and exit:
+	// where a daemon that does not stop is stuck.
+	sigquit = syscall.SIGQUIT
 )
 
 // While a Net exists, SIGINT and SIGTERM make the harness kill its daemons,

@@ -298,8 +298,11 @@ func (nt *Net) close() {
 				case p != nil:
 					p.signal(sigterm)
 					if !p.wait(5 * time.Second) {
-						nt.t.Logf("testnet: %s did not exit within 5s of SIGTERM; killing it", n.name)
-						p.signal(sigkill)
+						nt.t.Logf("testnet: %s did not exit within 5s of SIGTERM; its goroutines follow (SIGQUIT)", n.name)
+						p.signal(sigquit)
+						if !p.wait(5 * time.Second) {
+							p.signal(sigkill)
+						}
 						<-p.done
 					}
 					n.c.Close()
