@@ -78,7 +78,7 @@ func (d *Daemon) memberView(m *crdt.Member, peers map[string]api.Peer) api.Membe
 	if p, ok := peers[out.ID]; ok {
 		out.Connected, out.LastSeen, out.Behind, out.InSync = p.Connected, p.LastSeen, p.Behind, p.InSync
 		if !out.Self && !out.Removed {
-			out.State, out.Via, out.Addresses, out.LastError = p.State, p.Via, p.Addresses, p.LastError
+			out.State, out.Via, out.HolePunched, out.Addresses, out.LastError = p.State, p.Via, p.HolePunched, p.Addresses, p.LastError
 		}
 		out.ClockWarning = p.ClockWarning
 		if p.LastSeen != nil {

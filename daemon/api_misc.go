@@ -155,10 +155,13 @@ func (d *Daemon) peers() []api.Peer {
 		for _, a := range p.Addrs {
 			pj.Addresses = append(pj.Addresses, a.String())
 		}
-		pj.State = peerState(p.Connected, pj.LastSeen != nil || len(pj.Addresses) > 0)
-		if p.Connected {
-			pj.Via = via(p.Addrs)
-		} else {
+		pj.State = peerState(p.Connected, p.Relayed, pj.LastSeen != nil || len(pj.Addresses) > 0)
+		switch {
+		case p.Connected:
+			pj.Via, pj.HolePunched = via(p.Addrs), p.HolePunched
+		case p.Relayed:
+			pj.Via = "relayed"
+		default:
 			pj.LastError = shortDialError(p.LastError)
 		}
 		if off := p.ClockOffset.Abs(); p.ClockKnown && off > library.ClockWarnAfter {
@@ -178,7 +181,7 @@ func (d *Daemon) peers() []api.Peer {
 			continue
 		}
 		pj := api.Peer{Device: m.ID.String(), Name: d.lib.MemberName(&m), Addresses: []string{}, LastSeen: d.seen.get(m.ID)}
-		pj.State = peerState(false, pj.LastSeen != nil)
+		pj.State = peerState(false, false, pj.LastSeen != nil)
 		out = append(out, pj)
 	}
 	return out
@@ -282,10 +285,12 @@ func handleOpenAPI(w http.ResponseWriter, r *http.Request) error {
 }
 
 // peerState is api.Peer.State.
-func peerState(connected, known bool) string {
+func peerState(connected, relayed, known bool) string {
 	switch {
 	case connected:
 		return "connected"
+	case relayed:
+		return "relayed"
 	case known:
 		return "unreachable"
 	}

@@ -71,3 +71,19 @@ func TestUnreachable(t *testing.T) {
 		}
 	}
 }
+
+func TestPeerState(t *testing.T) {
+	for _, c := range []struct {
+		connected, relayed, known bool
+		want                      string
+	}{
+		{true, false, true, "connected"},
+		{false, true, true, "relayed"},
+		{false, false, true, "unreachable"},
+		{false, false, false, "never-met"},
+	} {
+		if got := peerState(c.connected, c.relayed, c.known); got != c.want {
+			t.Errorf("peerState(connected %v, relayed %v, known %v) = %q, want %q", c.connected, c.relayed, c.known, got, c.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
@@ -162,6 +163,7 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	n.stats.dialAttempts.Add(1)
 	n.mu.Lock()
 	addrs := append([]ma.Multiaddr(nil), st.addrs...)
+	member := st.member
 	attempt := st.dialCount
 	st.dialCount++
 	st.dialsActive++
@@ -178,7 +180,18 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	if sw, ok := n.host.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(st.id)
 	}
-	err := n.host.Connect(dctx, lpeer.AddrInfo{ID: st.id, Addrs: addrs})
+	// A member not reached directly is also dialled through the relays
+	// this device has (away.go), unless a relayed connection is up: then
+	// only the direct addresses are tried, which finds the member come
+	// home or reachable again while the hole punch goes on.
+	cctx := dctx
+	if member && !relayedOnly(n.host.Network().ConnsToPeer(st.id)) {
+		if via := n.away.circuits(st.id); len(via) > 0 {
+			addrs = append(addrs, via...)
+			cctx = network.WithAllowLimitedConn(dctx, "hole punch")
+		}
+	}
+	err := n.host.Connect(cctx, lpeer.AddrInfo{ID: st.id, Addrs: addrs})
 
 	n.mu.Lock()
 	st.dialsActive--

@@ -21,8 +21,13 @@ type PeerInfo struct {
 	ID        lpeer.ID
 	Addrs     []ma.Multiaddr // of the live connections if connected, else known dial addresses
 	Connected bool
-	Kept      bool // a static peer, given to Connect, or a member once connected: redialled when it goes away
-	LastSeen  time.Time
+	// Relayed: not connected, but reached through a member's relay,
+	// which carries no sync; a hole punch is under way (away.go).
+	Relayed bool
+	// HolePunched: the connection was made by hole punching.
+	HolePunched bool
+	Kept        bool // a static peer, given to Connect, or a member once connected: redialled when it goes away
+	LastSeen    time.Time
 	// ClockOffset is how far the peer's wall clock is ahead of ours
 	// (negative: behind), estimated at the last hello with half the round
 	// trip as the correction. Valid if ClockKnown.

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/core/sec"
+	"github.com/libp2p/go-libp2p/core/transport"
 	basichost "github.com/libp2p/go-libp2p/p2p/host/basic"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	"github.com/libp2p/go-libp2p/p2p/host/peerstore/pstoremem"
@@ -24,6 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/net/upgrader"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/x/rate"
@@ -56,9 +58,10 @@ var defaultListen = []string{"/ip4/0.0.0.0/tcp/0", "/ip6/::/tcp/0"}
 
 // newHost builds the libp2p host of a library: TCP only (QUIC and the other
 // UDP transports cannot run behind a private network's pre-shared key),
-// Noise, yamux, and none of the public-internet machinery: no relay, no
-// hole punching, no AutoNAT probing, no observed-address discovery, no ping
-// service, and a NAT port mapping only when asked (Config.PortMap). The
+// Noise, yamux, and none of the public-internet machinery: no AutoNAT
+// probing, no DHT, no ping service; relays and hole punching among the
+// library's members only (away.go), and a NAT port mapping only when asked
+// (Config.PortMap). The
 // resource manager keeps its default scaled limits, with the connection
 // rate limit on inbound connections only. g refuses removed devices
 // (gater.go).
@@ -114,7 +117,7 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 	}
 	undo = append(undo, rm.Close)
 	bus := eventbus.NewBus()
-	sw, err := newSwarm(cfg.Identity, id, ps, bus, psk, rm, g)
+	sw, up, err := newSwarm(cfg.Identity, id, ps, bus, psk, rm, g)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -128,6 +131,11 @@ func newHost(cfg *Config, psk pnet.PSK, g *gater) (_ host.Host, start func() err
 		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	start = func() error {
+		// Relayed connections (away.go) come in on the circuit transport,
+		// upgraded like the others: the library's key, Noise, yamux.
+		if err := client.AddTransport(h, up); err != nil {
+			return fmt.Errorf("relay client: %w", err)
+		}
 		// As libp2p.New: listening succeeds if one address does.
 		if err := sw.Listen(listen...); err != nil {
 			return fmt.Errorf("listen: %w", err)
@@ -156,22 +164,23 @@ func newPeerstore(id lpeer.ID, key crypto.PrivKey) (peerstore.Peerstore, error) 
 }
 
 // newSwarm is the swarm of a host: TCP, upgraded by the private network's
-// key psk, Noise and yamux, with g as its gater.
-func newSwarm(key crypto.PrivKey, id lpeer.ID, ps peerstore.Peerstore, bus event.Bus, psk pnet.PSK, rm network.ResourceManager, g *gater) (*swarm.Swarm, error) {
+// key psk, Noise and yamux, with g as its gater; and that upgrader, for the
+// relay transport.
+func newSwarm(key crypto.PrivKey, id lpeer.ID, ps peerstore.Peerstore, bus event.Bus, psk pnet.PSK, rm network.ResourceManager, g *gater) (*swarm.Swarm, transport.Upgrader, error) {
 	// Noise is given the muxers, as libp2p.New does, so that it agrees on
 	// one inside its handshake instead of a round trip after it.
 	muxers := []upgrader.StreamMuxer{{ID: yamux.ID, Muxer: muxer()}}
 	security, err := noise.New(noise.ID, key, muxers)
 	if err != nil {
-		return nil, fmt.Errorf("noise: %w", err)
+		return nil, nil, fmt.Errorf("noise: %w", err)
 	}
 	up, err := upgrader.New([]sec.SecureTransport{security}, muxers, psk, rm, g)
 	if err != nil {
-		return nil, fmt.Errorf("upgrader: %w", err)
+		return nil, nil, fmt.Errorf("upgrader: %w", err)
 	}
-	tpt, err := newTCPTransport(up, rm, nil)
+	tpt, err := newTCPTransport(up, rm)
 	if err != nil {
-		return nil, fmt.Errorf("tcp transport: %w", err)
+		return nil, nil, fmt.Errorf("tcp transport: %w", err)
 	}
 	sw, err := swarm.NewSwarm(id, ps, bus,
 		swarm.WithConnectionGater(g),
@@ -180,13 +189,13 @@ func newSwarm(key crypto.PrivKey, id lpeer.ID, ps peerstore.Peerstore, bus event
 		swarm.WithDialTimeoutLocal(dialTimeout),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("swarm: %w", err)
+		return nil, nil, fmt.Errorf("swarm: %w", err)
 	}
 	if err := sw.AddTransport(tpt); err != nil {
 		sw.Close()
-		return nil, fmt.Errorf("tcp transport: %w", err)
+		return nil, nil, fmt.Errorf("tcp transport: %w", err)
 	}
-	return sw, nil
+	return sw, up, nil
 }
 
 // Connection rates. libp2p's resource manager limits new connections per
@@ -227,6 +236,12 @@ var errInboundRate = errors.New("inbound connection rate limit exceeded")
 func newResourceManager() (network.ResourceManager, error) {
 	limits := rcmgr.DefaultLimits
 	addIdentifyLimits(&limits)
+	// libp2p allows a peer 8 connections in each direction and 8 in all,
+	// and counts a dial from its start: our own dials to a member's
+	// addresses, stale ones waiting out dialTimeout, used up the room that
+	// member's connection to us needed, and the connection was refused
+	// after its handshake for as long as we kept redialling it.
+	limits.PeerBaseLimit.Conns = limits.PeerBaseLimit.ConnsInbound + limits.PeerBaseLimit.ConnsOutbound
 	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.AutoScale()), rcmgr.WithConnRateLimiters(&rate.Limiter{}))
 	if err != nil {
 		return nil, err

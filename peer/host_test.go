@@ -2,13 +2,18 @@ package peer
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/danyue/danyue/internal/poll"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	relayproto "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -48,6 +53,37 @@ func TestConnectionRateIsForInboundOnly(t *testing.T) {
 	t.Logf("a burst of %d inbound connections from one address accepted, then refused", accepted)
 }
 
+// A member's connection to us is accepted while we are dialling it at as
+// many addresses as libp2p dials at once (stale ones, waiting out their
+// timeout): the dials must not take the room its connection needs.
+func TestPendingDialsLeaveRoomForThePeer(t *testing.T) {
+	rm, err := newResourceManager()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rm.Close()
+	member := newDevice(t, "member").id
+	for i := range 8 {
+		addr := ma.StringCast(fmt.Sprintf("/ip4/172.17.0.%d/tcp/4001", i+1))
+		scope, err := rm.OpenConnection(network.DirOutbound, true, addr)
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		defer scope.Done()
+		if err := scope.SetPeer(member); err != nil {
+			t.Fatalf("dial %d to the member: %v", i, err)
+		}
+	}
+	scope, err := rm.OpenConnection(network.DirInbound, true, ma.StringCast("/ip4/11.0.0.4/tcp/50000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scope.Done()
+	if err := scope.SetPeer(member); err != nil {
+		t.Errorf("the member's own connection, while we dial it: %v", err)
+	}
+}
+
 // The host speaks what newHost says: a connection between two members is
 // TCP in the private network, secured by Noise, with yamux agreed inside
 // the Noise handshake (no round trip after it), and nothing else runs on
@@ -69,8 +105,12 @@ func TestHostConnection(t *testing.T) {
 	if st.Transport != "tcp" || st.Security != noise.ID || st.StreamMultiplexer != yamux.ID || !st.UsedEarlyMuxerNegotiation {
 		t.Errorf("connection state %+v; want tcp, %s, %s agreed in the handshake", st, noise.ID, yamux.ID)
 	}
+	// libp2p's: identify, and the relay and hole punching among members
+	// (away.go), whose hole punching starts once a device knows its
+	// public address.
+	libp2p := []protocol.ID{identify.ID, identify.IDPush, relayproto.ProtoIDv2Hop, relayproto.ProtoIDv2Stop}
 	for _, p := range a.node.host.Mux().Protocols() {
-		if !strings.HasPrefix(string(p), "/danyue/") && !strings.HasPrefix(string(p), "/ipfs/id/") {
+		if !strings.HasPrefix(string(p), "/danyue/") && !slices.Contains(libp2p, p) {
 			t.Errorf("A serves %s", p)
 		}
 	}

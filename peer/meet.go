@@ -177,6 +177,14 @@ func (n *Node) networkChanged() {
 			c.Close()
 		}
 	}
+	woken := n.dialMembersNow()
+	n.log.Info("this device's network changed; dialling members", "addrs", n.Addrs(), "members", woken)
+}
+
+// dialMembersNow has every kept peer that is not connected dialled at
+// once, past its backoff, and returns how many there are; a connected
+// one is dialled as soon as its keeper sees it disconnected.
+func (n *Node) dialMembersNow() int {
 	n.mu.Lock()
 	var wake []*peerState
 	for _, st := range n.peers {
@@ -189,7 +197,7 @@ func (n *Node) networkChanged() {
 	for _, st := range wake {
 		st.poke()
 	}
-	n.log.Info("this device's network changed; dialling members", "addrs", n.Addrs(), "members", len(wake))
+	return len(wake)
 }
 
 // sameAddrs reports whether a and b hold the same addresses, in any order.

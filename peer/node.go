@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	"github.com/libp2p/go-libp2p/p2p/protocol/identify"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -182,6 +183,7 @@ type Node struct {
 	gate catchUpGate
 
 	book *addrBook // how to reach the members (addrbook.go)
+	away *away     // relays and hole punching (away.go); nil on a restricted node
 }
 
 // New starts a node: it listens, dials the static peers, and starts mDNS
@@ -241,6 +243,11 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("new node: %w", err)
 	}
 	n.follow()
+	if !cfg.Restricted {
+		if err := n.startAway(h.(interface{ IDService() identify.IDService }).IDService()); err != nil {
+			n.log.Warn("cannot relay or hole punch; devices away from home sync through a member they reach directly", "err", err)
+		}
+	}
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
@@ -372,6 +379,9 @@ func (n *Node) Close() error {
 		// racing that teardown crashes in its dial worker (libp2p issue
 		// 1545).
 		n.wg.Wait()
+		if n.away != nil {
+			n.away.close()
+		}
 		// Every send stream has ended: the marks cover all that was sent.
 		if err := n.flushMarks(context.Background()); err != nil {
 			n.log.Warn("could not record what was sent to peers", "err", err)

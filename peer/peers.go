@@ -54,6 +54,7 @@ type peerState struct {
 	admitsUs  chan struct{}
 	caps      uint64        // the capability bits of its latest hello
 	pullDone  chan struct{} // closed when the previous pull loop returned
+	punched   bool          // this connection was made by hole punching (away.go)
 	announced bool          // PeerConnected was emitted for this connection
 	serving   int           // sync streams we are sending on to it
 	fanout    *fanout       // what it said on its latest pull stream of devices it pulls from (fanout.go)
@@ -118,7 +119,14 @@ func (n *Node) watchConnections() {
 			switch e.Connectedness {
 			case network.Connected:
 				n.onConnected(e.Peer)
-			case network.NotConnected:
+			case network.NotConnected, network.Limited:
+				// A relayed connection carries no sync (away.go).
+				if n.away != nil {
+					n.away.lost(e.Peer)
+				}
+				if e.Connectedness == network.Limited {
+					n.log.Info("reached a peer through a member's relay; trying to connect directly", "peer", e.Peer)
+				}
 				n.onDisconnected(e.Peer)
 			}
 		}
@@ -135,6 +143,13 @@ func (n *Node) onConnected(id lpeer.ID) {
 	}
 	now := n.now()
 	st.connected, st.connectedAt, st.lastSeen, st.lastErr = true, now, now, ""
+	// A direct connection that came while a relayed one was up is taken
+	// for the hole punch's (away.go); a direct dial that found the peer
+	// in those two minutes would pass for one too.
+	st.punched = false
+	for _, c := range n.host.Network().ConnsToPeer(id) {
+		st.punched = st.punched || c.Stat().Limited
+	}
 	n.progressedLocked()
 	st.connCtx, st.cancelConn = context.WithCancel(n.ctx)
 	if !n.cfg.Restricted && !n.isMember(st.device) {
@@ -261,9 +276,14 @@ func (n *Node) info(st *peerState) PeerInfo {
 		last, _ := n.store.Watch()
 		pi.Delivered = st.acked >= last
 	}
+	conns := n.host.Network().ConnsToPeer(st.id)
+	pi.Relayed = !st.connected && relayedOnly(conns)
+	pi.HolePunched = st.connected && st.punched
 	if st.connected {
-		for _, c := range n.host.Network().ConnsToPeer(st.id) {
-			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
+		for _, c := range conns {
+			if !c.Stat().Limited {
+				pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
+			}
 		}
 	} else {
 		pi.Addrs = slices.Clone(st.addrs)

@@ -276,7 +276,7 @@ func (n *Node) OfferRekey(ctx context.Context, r Rekey, skip func(crdt.DeviceID)
 // (ports chosen, no /p2p component): what a node replacing this one listens
 // on, so that the addresses other devices know stay valid.
 func (n *Node) ListenAddrs() []ma.Multiaddr {
-	return n.host.Network().ListenAddresses()
+	return slices.DeleteFunc(n.host.Network().ListenAddresses(), isRelayed)
 }
 
 // MemberAddrs returns the known addresses, each with its /p2p component,

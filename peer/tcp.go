@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"net"
 	"syscall"
 	"time"
@@ -11,7 +12,6 @@ import (
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/transport"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcpreuse"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -72,19 +72,85 @@ const unackedTimeout = 14 * time.Second
 const lostPeerBound = 20 * time.Second
 
 // newTCPTransport is libp2p's TCP transport with keepaliveUpgrader in front
-// of its upgrader, dialling from ephemeral ports. libp2p provides the
-// arguments.
+// of its upgrader, dialling from ephemeral ports except for a hole punch.
+// libp2p provides the arguments.
 //
-// By default libp2p dials from its listen port (SO_REUSEPORT, for NAT hole
-// punching, which a LAN daemon does not do). Two devices on fixed ports then
-// dial each other over one and the same address pair: when both dial at once
-// (a device back from a restart, its peer redialling it) TCP's simultaneous
-// open makes one connection that both sides think they initiated, and the
-// security handshake fails ("noise: message is too short"); when one side
-// still holds a dead connection of that pair (its peer lost power), the new
-// dial collides with it. Either cost a redial a second later.
-func newTCPTransport(up transport.Upgrader, rcmgr network.ResourceManager, shared *tcpreuse.ConnMgr) (*tcp.TcpTransport, error) {
-	return tcp.NewTCPTransport(keepaliveUpgrader{up}, rcmgr, shared, tcp.WithConnectionTimeout(dialTimeout), tcp.DisableReuseport())
+// By default libp2p dials from its listen port (SO_REUSEPORT). Two devices
+// on fixed ports then dial each other over one and the same address pair:
+// when both dial at once (a device back from a restart, its peer redialling
+// it) TCP's simultaneous open makes one connection that both sides think
+// they initiated, and the security handshake fails ("noise: message is too
+// short"); when one side still holds a dead connection of that pair (its
+// peer lost power), the new dial collides with it. Either cost a redial a
+// second later. A hole punch (DCUtR, away.go) needs exactly that
+// simultaneous open, from the port the NAT maps to the listen port, and
+// libp2p says so in the dial's context: those dials, and only those, go
+// out from the listen port, and the listeners carry SO_REUSEPORT so that
+// they can.
+func newTCPTransport(up transport.Upgrader, rcmgr network.ResourceManager) (*tcpTransport, error) {
+	up = keepaliveUpgrader{up}
+	plain, err := tcp.NewTCPTransport(up, rcmgr, nil, tcp.WithConnectionTimeout(dialTimeout), tcp.DisableReuseport())
+	if err != nil {
+		return nil, err
+	}
+	punch, err := tcp.NewTCPTransport(up, rcmgr, nil, tcp.WithConnectionTimeout(dialTimeout))
+	if err != nil {
+		return nil, err
+	}
+	return &tcpTransport{TcpTransport: plain, punch: punch}, nil
+}
+
+// tcpTransport is the plain transport for ordinary dials and the
+// reuseport one for listening and hole punches (see newTCPTransport).
+// Every method the swarm calls that matters here is spelled out: an
+// embedded DialWithUpdates would bypass the choice.
+type tcpTransport struct {
+	*tcp.TcpTransport
+	punch *tcp.TcpTransport
+}
+
+// errPunchPrivate refuses a hole punch's dial to an address that is not
+// public. libp2p dials every address the peerstore holds for the peer,
+// and the stale private addresses of a device on another network each
+// hold one of the peer's outbound connection slots until they time out,
+// refusing the one dial that matters: the address its NAT shows.
+var errPunchPrivate = errors.New("a hole punch dials only public addresses")
+
+func (t *tcpTransport) pick(ctx context.Context, raddr ma.Multiaddr) (*tcp.TcpTransport, error) {
+	if simultaneous, _, _ := network.GetSimultaneousConnect(ctx); simultaneous {
+		if _, ok := public(raddr); !ok {
+			return nil, errPunchPrivate
+		}
+		return t.punch, nil
+	}
+	return t.TcpTransport, nil
+}
+
+func (t *tcpTransport) Dial(ctx context.Context, raddr ma.Multiaddr, p lpeer.ID) (transport.CapableConn, error) {
+	return t.DialWithUpdates(ctx, raddr, p, nil)
+}
+
+func (t *tcpTransport) DialWithUpdates(ctx context.Context, raddr ma.Multiaddr, p lpeer.ID, updates chan<- transport.DialUpdate) (transport.CapableConn, error) {
+	tp, err := t.pick(ctx, raddr)
+	if err != nil {
+		return nil, err
+	}
+	return tp.DialWithUpdates(ctx, raddr, p, updates)
+}
+
+// Listen listens with SO_REUSEPORT, for hole punches. A fixed port is
+// first bound without it, so that a port another process holds (even
+// another daemon, which would also set SO_REUSEPORT and then share the
+// incoming connections) is refused as it was before.
+func (t *tcpTransport) Listen(laddr ma.Multiaddr) (transport.Listener, error) {
+	if port, err := laddr.ValueForProtocol(ma.P_TCP); err == nil && port != "0" {
+		l, err := manet.Listen(laddr)
+		if err != nil {
+			return nil, err
+		}
+		l.Close()
+	}
+	return t.punch.Listen(laddr)
 }
 
 // keepaliveUpgrader sets tcpKeepAlive on each raw connection before

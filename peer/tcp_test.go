@@ -23,7 +23,7 @@ func TestDialsFromEphemeralPort(t *testing.T) {
 	b.start(t, lib, a.node.Addrs())
 	poll.Until(t, "B to connect to A", 10*time.Second, func() bool { return connectedTo(b.node, a.id) })
 	listen := map[int]bool{}
-	for _, l := range b.node.host.Network().ListenAddresses() {
+	for _, l := range b.node.ListenAddrs() {
 		listen[tcpPort(t, l)] = true
 	}
 	dialled := 0

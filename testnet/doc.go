@@ -69,8 +69,9 @@
 // Lab.Move carries a running node between them. The away-* scenarios
 // (AwayWrites, AwayThroughHome, AwayUnreachable, AwayStrangers,
 // AwayPortMap, AwayNewAddress, AwayIdle) prove sync away from home through
-// a member the internet can reach; AwayPunch measures libp2p's hole
-// punching between two NATs, TCP against QUIC (testnet/cmd/punch), for the
-// choice of transport. Package testnet/away runs them as tests, beside
-// this package's.
+// a member the internet can reach; AwayPunch has two daemons behind two
+// NATs connect directly by hole punching through that member's relay, and
+// AwayTransport measures libp2p's hole punching there, TCP against QUIC
+// (testnet/cmd/punch), for the choice of transport. Package testnet/away
+// runs them as tests, beside this package's.
 package testnet

@@ -34,11 +34,11 @@ const awayTarget = 2 * time.Second
 
 // awayNet starts the NAS (node1, its port forwarded and announced), the
 // e-reader (node2) and n-2 more devices, all at home and paired.
-func awayNet(t TB, n int) (*Net, *Lab) {
+func awayNet(t TB, n int, opts ...LabOption) (*Net, *Lab) {
 	t.Helper()
 	nt := New(t, n, NoStart())
 	nas := nt.Node(1)
-	lab := nt.Lab(PortForward(nas, awayPort))
+	lab := nt.Lab(append([]LabOption{PortForward(nas, awayPort)}, opts...)...)
 	nas.SetArgs("--listen", fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", awayPort),
 		"--announce", fmt.Sprintf("/ip4/%s/tcp/%d", lab.Public(Home), awayPort))
 	nt.StartAll()

@@ -24,8 +24,8 @@ type Params struct {
 	// ten of which it deletes; default 5,000.
 	CollectBooks int
 	Seed         uint64 // convergence: random seed; default random (logged)
-	// PunchTries is how many hole punches away-punch tries per transport;
-	// default 50.
+	// PunchTries is how many hole punches away-punch tries, and
+	// away-transport per transport; default 50.
 	PunchTries int
 	// Local runs the scenarios that need no real network (propagation,
 	// clock skew, wipe, deletion) on in-process daemons (NewLocal).
@@ -114,6 +114,7 @@ var Scenarios = []Scenario{
 	{"away-new-address", AwayNewAddress},
 	{"away-idle", AwayIdle},
 	{"away-punch", AwayPunch},
+	{"away-transport", AwayTransport},
 	{"collect", Collect},
 	{"collect-restore", CollectRestore},
 	{"restore-writes", RestoreWrites},

@@ -86,7 +86,7 @@ func printDevices(e *env, list []api.Member) error {
 		case !m.Member:
 			state = "not a member"
 		default:
-			state = peerStateText(api.Peer{State: m.State, Connected: m.Connected, Via: m.Via})
+			state = peerStateText(api.Peer{State: m.State, Connected: m.Connected, Via: m.Via, HolePunched: m.HolePunched})
 		}
 		if m.ClockOffsetMs != nil {
 			p.ClockOffsetMs = *m.ClockOffsetMs

@@ -114,8 +114,12 @@ func peerStateText(p api.Peer) string {
 	switch state := p.State; {
 	case p.Connected && p.Via == "lan":
 		return "connected (LAN)"
+	case p.Connected && p.Via == "internet" && p.HolePunched:
+		return "connected (internet, hole punched)"
 	case p.Connected && p.Via == "internet":
 		return "connected (internet)"
+	case state == "relayed":
+		return "relayed (through a member; connecting directly)"
 	case p.Connected:
 		return "connected"
 	case state == "never-met":

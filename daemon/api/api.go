@@ -206,16 +206,21 @@ type Peer struct {
 	Name      string `json:"name"`
 	PeerID    string `json:"peerId"`
 	Connected bool   `json:"connected"`
-	// State is connected; unreachable: met before or its addresses are
-	// known (Addresses: where it was last, or is dialled), but not
-	// connected now; or never-met: a member of the library this device
-	// has never reached and knows no address of.
+	// State is connected; relayed: reached only through a member's relay,
+	// which carries no sync (its changes come through that member) while
+	// the two try to connect directly by hole punching; unreachable: met
+	// before or its addresses are known (Addresses: where it was last, or
+	// is dialled), but not connected now; or never-met: a member of the
+	// library this device has never reached and knows no address of.
 	State string `json:"state"`
-	// Via is how a connected peer is reached: lan (a private network:
-	// the LAN, or a VPN) or internet. Absent while not connected.
-	Via       string   `json:"via,omitempty"`
-	LastSeen  *string  `json:"lastSeen"`
-	Addresses []string `json:"addresses"`
+	// Via is how a peer is reached: lan (a private network: the LAN, or a
+	// VPN), internet, or relayed. Absent while not connected.
+	Via string `json:"via,omitempty"`
+	// HolePunched: the connection over the internet was made by hole
+	// punching through both NATs.
+	HolePunched bool     `json:"holePunched,omitempty"`
+	LastSeen    *string  `json:"lastSeen"`
+	Addresses   []string `json:"addresses"`
 	// LastError is why the last dial failed, shortly, while unreachable.
 	LastError     string `json:"lastError,omitempty"`
 	ClockOffsetMs int64  `json:"clockOffsetMs"`

@@ -31,12 +31,13 @@ type Member struct {
 	// As a peer of this device (see Peer); all zero for this device itself.
 	Connected bool    `json:"connected"`
 	LastSeen  *string `json:"lastSeen"`
-	// State, Via, Addresses and LastError are those of Peer; absent for
-	// this device and for removed ones.
-	State     string   `json:"state,omitempty"`
-	Via       string   `json:"via,omitempty"`
-	Addresses []string `json:"addresses,omitempty"`
-	LastError string   `json:"lastError,omitempty"`
+	// State, Via, HolePunched, Addresses and LastError are those of Peer;
+	// absent for this device and for removed ones.
+	State       string   `json:"state,omitempty"`
+	Via         string   `json:"via,omitempty"`
+	HolePunched bool     `json:"holePunched,omitempty"`
+	Addresses   []string `json:"addresses,omitempty"`
+	LastError   string   `json:"lastError,omitempty"`
 	// ClockOffsetMs is how far its clock is ahead of this device's
 	// (negative: behind), measured at its last hello; null if never measured.
 	ClockOffsetMs *int64 `json:"clockOffsetMs"`

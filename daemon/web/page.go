@@ -48,6 +48,10 @@ type view struct {
 type peerRow struct {
 	Name, Device string
 	Connected    bool
+	// Relayed: reached only through a member's relay (peer/away.go).
+	Relayed bool
+	// Reach says how a connected peer is reached (reachText).
+	Reach        string
 	InSync       bool
 	Behind       uint64 // changes of that device still to merge here
 	LastSeen     when
@@ -408,7 +412,8 @@ func peerRows(peers []api.Peer, members []api.Member, now time.Time) []peerRow {
 		shown[p.Device] = true
 		rows = append(rows, peerRow{
 			Name: cmp.Or(p.Name, "(unnamed)"), Device: p.Device,
-			Connected: p.Connected, InSync: p.InSync, Behind: p.Behind,
+			Connected: p.Connected, Relayed: p.State == "relayed", Reach: reachText(p),
+			InSync: p.InSync, Behind: p.Behind,
 			LastSeen: whenOf(p.LastSeen, now), Clock: offsetText(p.ClockOffsetMs),
 			ClockWarning: p.ClockWarning, Pulling: pullingText(p.Pulling),
 		})
@@ -424,6 +429,19 @@ func peerRows(peers []api.Peer, members []api.Member, now time.Time) []peerRow {
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// reachText says how a connected peer is reached, for its card.
+func reachText(p api.Peer) string {
+	switch {
+	case !p.Connected:
+		return ""
+	case p.Via == "lan":
+		return "LAN"
+	case p.HolePunched:
+		return "internet, hole punched"
+	}
+	return p.Via
 }
 
 // qrSVG draws code as an inline SVG QR code: one path of unit squares. It

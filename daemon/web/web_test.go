@@ -29,9 +29,10 @@ func (f *fakeBackend) Status(context.Context) (api.Status, error) {
 		Device:  api.Device{ID: "00000000000000aa", Name: "书房"},
 		Library: api.Library{ID: "lib"},
 		Peers: []api.Peer{
-			{Device: "00000000000000bb", Name: "phone", Connected: true, InSync: true, LastSeen: &seen, ClockOffsetMs: -1500},
-			{Device: "00000000000000cc", Name: "tablet", Connected: true, Behind: 12, LastSeen: &seen,
+			{Device: "00000000000000bb", Name: "phone", Connected: true, State: "connected", Via: "internet", HolePunched: true, InSync: true, LastSeen: &seen, ClockOffsetMs: -1500},
+			{Device: "00000000000000cc", Name: "tablet", Connected: true, State: "connected", Via: "lan", Behind: 12, LastSeen: &seen,
 				Pulling: &api.SyncProgress{RecordsToGo: 28500, RecordsIn: 3000, RecordsPerSecond: 300, SecondsLeft: &secondsLeft}},
+			{Device: "00000000000000ee", Name: "laptop", State: "relayed", Via: "relayed", LastSeen: &seen},
 		},
 	}, nil
 }
@@ -43,6 +44,7 @@ func (f *fakeBackend) Devices(context.Context) ([]api.Member, error) {
 		{ID: "00000000000000bb", Name: "phone", Connected: true, LastSeen: &seen},
 		{ID: "00000000000000cc", Name: "tablet", Connected: true, LastSeen: &seen},
 		{ID: "00000000000000dd", Name: "nas"}, // paired, never met here
+		{ID: "00000000000000ee", Name: "laptop", State: "relayed", Via: "relayed", LastSeen: &seen},
 		{ID: "00000000000000ee", Name: "old kindle", Removed: true},
 	}, nil
 }
@@ -363,6 +365,17 @@ func TestPageShowsLibraryEscaped(t *testing.T) {
 	for _, want := range []string{"phone", "connected", "in sync", "1.5s behind", "catching up: 12 changes to fetch", "syncing: 28500 records to go, 3000 in · 300 records/s · about 1m35s left", `<meta name="viewport"`, `<rect x=`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q", want)
+		}
+	}
+	// How each is reached.
+	for device, want := range map[string]string{
+		"00000000000000bb": `<span class="tag">internet, hole punched</span>`,
+		"00000000000000cc": `<span class="tag">LAN</span>`,
+		"00000000000000ee": "through a member, connecting directly",
+	} {
+		_, card, _ := strings.Cut(body, `data-device="`+device+`"`)
+		if card, _, _ = strings.Cut(card, "</li>"); !strings.Contains(card, want) {
+			t.Errorf("the card of %s lacks %q: %q", device, want, card)
 		}
 	}
 	// Issue 49: a member never connected is on the page, a forgotten one

@@ -28,6 +28,7 @@ func main() {
 	flag.IntVar(&p.Restarts, "restarts", 100, "restarts of a node timed by the restart scenario")
 	flag.IntVar(&p.Devices, "devices", 20, "devices of the many-devices scenario, every one writing")
 	flag.IntVar(&p.JoinBooks, "joinbooks", 1000, "books of the library a device joins (shared by 2, then 5, devices) in the join scenario")
+	flag.IntVar(&p.PunchTries, "punches", 50, "hole punches tried by away-punch, and by away-transport per transport")
 	flag.Uint64Var(&p.Seed, "seed", 0, "seed of the convergence scenario (0: random)")
 	flag.BoolVar(&p.Strict, "strict", true, "fail a scenario that misses its time target (discovery 1s, p99 propagation 100ms, heal 2s)")
 	verbose := flag.Bool("v", false, "print every log line, the daemons' included, as it comes")
