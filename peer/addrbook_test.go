@@ -245,3 +245,20 @@ func TestAnnounce(t *testing.T) {
 		t.Fatalf("New with a wildcard announce: %v, want refused", err)
 	}
 }
+
+// A member that moves about leaves no address behind for good: the
+// addresses it was at are as bounded in the peerstore, which libp2p
+// dials whole, as in its state.
+func TestMovingMemberLeavesBoundedAddrs(t *testing.T) {
+	lib := newLib(t)
+	a := newDevice(t, "A")
+	a.start(t, lib, nil, withBook)
+	member := newDeviceID(t)
+	for i := range 4 * maxPeerAddrs {
+		addr := ma.StringCast(fmt.Sprintf("/ip4/192.0.2.%d/tcp/%d", i%250+1, 5000+i))
+		a.node.meet(Known{Peer: member, Addrs: []ma.Multiaddr{addr}, Seen: time.Now()})
+	}
+	if n := len(a.node.host.Peerstore().Addrs(member)); n > maxPeerAddrs {
+		t.Errorf("the peerstore holds %d addresses of the member, want at most %d", n, maxPeerAddrs)
+	}
+}

@@ -163,7 +163,6 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	n.stats.dialAttempts.Add(1)
 	n.mu.Lock()
 	addrs := append([]ma.Multiaddr(nil), st.addrs...)
-	member := st.member
 	attempt := st.dialCount
 	st.dialCount++
 	st.dialsActive++
@@ -183,9 +182,15 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	// A member not reached directly is also dialled through the relays
 	// this device has (away.go), unless a relayed connection is up: then
 	// only the direct addresses are tried, which finds the member come
-	// home or reachable again while the hole punch goes on.
+	// home or reachable again while the hole punch goes on. Of two
+	// members, only the one with the lower peer id dials the other through
+	// a relay: the device a relayed connection reaches starts the hole
+	// punch, and two at once, one from each side, dial the same address
+	// pair from the same ports and fail each other. The other is dialled
+	// at once when its addresses change (meet), as a device that comes
+	// back from elsewhere does.
 	cctx := dctx
-	if member && !relayedOnly(n.host.Network().ConnsToPeer(st.id)) {
+	if n.host.ID() < st.id && n.isMember(st.device) && !relayedOnly(n.host.Network().ConnsToPeer(st.id)) {
 		if via := n.away.circuits(st.id); len(via) > 0 {
 			addrs = append(addrs, via...)
 			cctx = network.WithAllowLimitedConn(dctx, "hole punch")

@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/danyue/danyue/internal/lan"
 	"github.com/libp2p/go-libp2p/core/event"
@@ -93,7 +94,9 @@ func (n *Node) meet(k Known) {
 	st := n.peer(k.Peer)
 	before := len(st.addrs)
 	st.addrs = mergeAddrs(st.addrs, k.Addrs)
+	var dropped []ma.Multiaddr
 	if extra := len(st.addrs) - maxPeerAddrs; extra > 0 {
+		dropped = slices.Clone(st.addrs[:extra])
 		st.addrs = st.addrs[extra:]
 	}
 	if st.lastSeen.Before(k.Seen) && !st.connected {
@@ -105,6 +108,11 @@ func (n *Node) meet(k Known) {
 	}
 	connected := st.connected
 	n.mu.Unlock()
+	// The peerstore keeps what the state keeps: libp2p dials every
+	// address it holds for a peer (a hole punch's first, direct try
+	// included), and a member that moves about would otherwise leave one
+	// for good on every network it was on.
+	n.host.Peerstore().SetAddrs(k.Peer, dropped, 0)
 	if start {
 		n.spawn(func() { n.keep(st) })
 	} else if !connected {
