@@ -125,14 +125,19 @@ func AwayTransport(t TB, p Params, r *Report) {
 		}
 		relayAddr += "/p2p/" + id
 		var direct []time.Duration
+		unmet := 0
 		for i := range tries {
 			l := startPunch(t, laptop, bin, "-role", "listen", "-transport", tr.name, "-seed", "laptop",
 				"-port", fmt.Sprint(5000+i), "-relay", relayAddr, "-public", lab.Public(Office))
 			l.await(t, "reserved")
 			d := startPunch(t, phone, bin, "-role", "dial", "-transport", tr.name, "-seed", "phone",
 				"-port", fmt.Sprint(6000+i), "-relay", relayAddr, "-public", lab.Public(Cafe), "-target", "laptop")
-			got := d.await(t, "direct ", "relayed ")
-			if f := strings.Fields(got); f[0] == "direct" {
+			// libp2p's relay now and then fails to open the circuit
+			// (CONNECTION_FAILED): a try that never met.
+			got := d.await(t, "direct ", "relayed ", noCircuit)
+			if strings.HasPrefix(got, noCircuit) {
+				unmet++
+			} else if f := strings.Fields(got); f[0] == "direct" {
 				took, err := time.ParseDuration(f[len(f)-1])
 				if err != nil {
 					t.Fatalf("punch printed %q: %v", got, err)
@@ -148,10 +153,14 @@ func AwayTransport(t TB, p Params, r *Report) {
 			continue
 		}
 		slices.Sort(direct)
-		r.Note(t, "%s: %d of %d tries connected directly by hole punching (laptop behind the office NAT, phone behind the cafe's, the relay on the NAS at home); from the relayed connection to the direct one: median %v, max %v",
-			tr.name, len(direct), tries, direct[len(direct)/2].Round(time.Millisecond), direct[len(direct)-1].Round(time.Millisecond))
+		r.Note(t, "%s: %d of %d tries connected directly by hole punching (laptop behind the office NAT, phone behind the cafe's, the relay on the NAS at home), %d never met through the relay; from the relayed connection to the direct one: median %v, max %v",
+			tr.name, len(direct), tries, unmet, direct[len(direct)/2].Round(time.Millisecond), direct[len(direct)-1].Round(time.Millisecond))
 	}
 }
+
+// noCircuit starts the line testnet/cmd/punch prints when the relay did
+// not connect it to the other side.
+const noCircuit = "punch: connect through the relay"
 
 // punchProc is a testnet/cmd/punch process in a node's namespace.
 type punchProc struct {
