@@ -242,12 +242,13 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		h.Close()
 		return nil, fmt.Errorf("new node: %w", err)
 	}
-	n.follow()
+	// Before anything that reads n.away runs (follow, the keepers).
 	if !cfg.Restricted {
 		if err := n.startAway(h.(interface{ IDService() identify.IDService }).IDService()); err != nil {
 			n.log.Warn("cannot relay or hole punch; devices away from home sync through a member they reach directly", "err", err)
 		}
 	}
+	n.follow()
 	n.log.Info("peer node started", "peer", h.ID(), "device", n.self, "addrs", n.Addrs(), "restricted", cfg.Restricted, "epoch", cfg.Library.Epoch)
 	for _, info := range static {
 		if info.ID == h.ID() {
