@@ -10,6 +10,7 @@ import (
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
 	lpeer "github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -258,7 +259,12 @@ func TestMovingMemberLeavesBoundedAddrs(t *testing.T) {
 		addr := ma.StringCast(fmt.Sprintf("/ip4/192.0.2.%d/tcp/%d", i%250+1, 5000+i))
 		a.node.meet(Known{Peer: member, Addrs: []ma.Multiaddr{addr}, Seen: time.Now()})
 	}
-	if n := len(a.node.host.Peerstore().Addrs(member)); n > maxPeerAddrs {
-		t.Errorf("the peerstore holds %d addresses of the member, want at most %d", n, maxPeerAddrs)
+	// The keeper's dials add what they dial for two minutes (libp2p's
+	// TempAddrTTL), a dropped address among them when a meet raced the
+	// dial; what is kept for good is what the state keeps.
+	ps := a.node.host.Peerstore()
+	ps.UpdateAddrs(member, peerstore.TempAddrTTL, 0)
+	if n := len(ps.Addrs(member)); n > maxPeerAddrs {
+		t.Errorf("the peerstore keeps %d addresses of the member, want at most %d", n, maxPeerAddrs)
 	}
 }
