@@ -116,15 +116,17 @@ var (
 // long code; C goes offline; A forgets B (the secret rotates) and writes a
 // book. X joins with A's code (A refuses: the secret it carries is
 // superseded), Y with the forgotten B's (B redeems it, as a thief holding B
-// would). C comes back, meets X and Y before it meets A, and Z joins with
-// C's own code then; then C meets A's node on the old secret and is
-// brought over. None of X, Y, Z reads the book written after the forget,
+// would). A goes offline too, so that nothing of it (its node on the old
+// secret redials C's old address) reaches C early. C comes back, meets X
+// and Y, and Z joins with C's own code then; then A is back, C meets A's
+// node on the old secret and is brought over. None of X, Y, Z reads the book written after the forget,
 // and neither A nor C holds any of them for a member: C adds nobody from a
 // hello, and what it added during the partition (Z) it drops when it
 // moves.
 func TestOfflineMemberBringsNobodyBack(t *testing.T) {
 	ctx := ctxT(t)
-	a, b := openLibrary(t, "A", nil), openLibrary(t, "B", nil)
+	offA := newOffline(t, "A")
+	a, b := offA.start(nil), openLibrary(t, "B", nil)
 	c := newOffline(t, "C")
 	listenC := loopbackPort(t)
 	c.start(func(cfg *Config) { cfg.Listen = listenC })
@@ -144,9 +146,10 @@ func TestOfflineMemberBringsNobodyBack(t *testing.T) {
 	x, y, z := openLibrary(t, "X", nil), openLibrary(t, "Y", nil), openLibrary(t, "Z", nil)
 	joinSoon(t, x, codeA)
 	joinSoon(t, y, codeB)
+	offA.halt()
 
-	// C comes back among the newcomers, A out of its reach; Z joins with
-	// C's code, which C made before the forget.
+	// C comes back among the newcomers, A offline; Z joins with C's code,
+	// which C made before the forget.
 	peers := append(append(x.Addrs(), y.Addrs()...), b.Addrs()...)
 	c.start(func(cfg *Config) { cfg.Listen, cfg.Peers = listenC, peers })
 	joinSoon(t, z, codeC)
@@ -162,6 +165,7 @@ func TestOfflineMemberBringsNobodyBack(t *testing.T) {
 		return c.l.members.current(z.Self())
 	})
 	mustDo(c.l.SetPosition(ctx, bookOfC, 3, 0.03, "written by C when back"))(t)
+	a = offA.start(nil)
 	if err := c.l.net.current().Connect(ctx, a.net.previousAddrs()); err != nil {
 		t.Logf("C dials A's node on the old secret: %v", err)
 	}
