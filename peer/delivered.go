@@ -50,6 +50,12 @@ type deliveries struct {
 	// sent holds, for every device whose cursor a send stream has checked
 	// in this run, how far it was sent.
 	sent map[crdt.DeviceID]uint64
+	// gone holds the pullers whose cursor was found to be from a state of
+	// the store that is gone (storeWentBack) and which have not
+	// acknowledged a batch of this run since: until they merge what is sent
+	// again, the cursor they present is still that one, so what was sent to
+	// them does not vouch for it, and their marks are not raised.
+	gone map[crdt.DeviceID]bool
 	// unmarked: something was sent that the durable marks may not cover.
 	unmarked bool
 	kick     chan struct{}
@@ -78,6 +84,33 @@ func (d *deliveries) note(dev crdt.DeviceID, seq uint64) {
 	}
 	d.sent[dev] = max(d.sent[dev], seq)
 	d.unmarked = true
+}
+
+// wentBack notes that dev presented a cursor from a state of the store
+// that is gone.
+func (d *deliveries) wentBack(dev crdt.DeviceID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gone == nil {
+		d.gone = make(map[crdt.DeviceID]bool)
+	}
+	d.gone[dev] = true
+}
+
+// ackedBy notes that dev merged a batch of this run: the cursor it holds
+// is of the store as it is now.
+func (d *deliveries) ackedBy(dev crdt.DeviceID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.gone, dev)
+}
+
+// isGone reports whether dev's cursor is still one from a state of the
+// store that is gone.
+func (d *deliveries) isGone(dev crdt.DeviceID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.gone[dev]
 }
 
 // settle wakes the goroutine that raises the marks: a puller acknowledged
@@ -128,6 +161,7 @@ func (n *Node) flushMarks(ctx context.Context) error {
 	}
 	d.unmarked = false
 	devs := slices.Collect(maps.Keys(d.sent))
+	devs = slices.DeleteFunc(devs, func(dev crdt.DeviceID) bool { return d.gone[dev] })
 	d.mu.Unlock()
 	// The last change now is at least what was sent: a batch is sent only
 	// of what the store committed.
@@ -147,12 +181,17 @@ func (n *Node) flushMarks(ctx context.Context) error {
 // sequence numbers the puller has passed, so this puller gets everything
 // again, and the store numbers its later changes past the cursor, so that
 // no other device that saw the lost state passes them either
-// (store.Store.SkipPast). It returns where to send from.
+// (store.Store.SkipPast). A puller found so stays suspect until it
+// acknowledges a batch of this run: a stream cut before it merged one
+// leaves it with the same cursor, which what was sent to it since would
+// otherwise seem to cover. It returns where to send from.
 func (n *Node) storeWentBack(ctx context.Context, remote lpeer.ID, cursor uint64) (uint64, error) {
-	known := n.Delivered(DeviceIDOf(remote))
-	if cursor <= known {
+	dev := DeviceIDOf(remote)
+	known := n.Delivered(dev)
+	if cursor == 0 || (cursor <= known && !n.sends.isGone(dev)) {
 		return cursor, nil
 	}
+	n.sends.wentBack(dev)
 	last, _ := n.store.Watch()
 	n.log.Warn("a peer has pulled this device's store further than it now holds (restored from an old copy?); numbering later changes after its cursor and sending it everything",
 		"peer", remote, "its_cursor", cursor, "our_last", last, "known", known)

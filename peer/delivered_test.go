@@ -2,11 +2,13 @@ package peer
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
+	lpeer "github.com/libp2p/go-libp2p/core/peer"
 )
 
 // slowMarks is a memStore whose durable marks wait for open to be closed,
@@ -88,5 +90,62 @@ func TestMarksFollowAcks(t *testing.T) {
 				t.Errorf("counted as sent up to %d, want 10", got)
 			}
 		})
+	}
+}
+
+// A puller that presents a cursor from a state of the store that is gone
+// (the store was restored from an old copy, and has since numbered new
+// changes under the numbers the puller passed) is sent everything again.
+// If its stream ends before it merges a batch, it comes back with the same
+// cursor: what was sent to it meanwhile must not vouch for that cursor,
+// nor raise its mark, until it acknowledges a batch of this run.
+func TestGoneCursorStaysGoneUntilAcked(t *testing.T) {
+	ctx := context.Background()
+	s := newMemStore(1)
+	for i := range 38 {
+		if err := s.setPosition(bookKey(i%8), uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := &Node{progress: make(chan struct{}), sends: deliveries{kick: make(chan struct{}, 1)}, store: s, log: slog.New(slog.DiscardHandler)}
+	remote := lpeer.ID("a puller")
+	dev := DeviceIDOf(remote)
+	if err := s.MarkDelivered(ctx, 20, dev); err != nil { // what the old copy held
+		t.Fatal(err)
+	}
+	const stale = 35 // the puller's cursor from the store before the restore
+	hello := func(when string, cursor, want uint64) {
+		t.Helper()
+		from, err := n.storeWentBack(ctx, remote, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from != want {
+			t.Errorf("%s: cursor %d sent from %d, want %d", when, cursor, from, want)
+		}
+	}
+	hello("first hello", stale, 0)
+	n.sends.check(dev)
+	n.sends.note(dev, 38) // a batch sent, the stream cut before the puller merged it
+	if err := n.flushMarks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Delivered(dev); got != 20 {
+		t.Errorf("the suspect puller's mark was raised to %d", got)
+	}
+	hello("second hello, same cursor", stale, 0)
+
+	sa := newStreamAcks(0)
+	sa.sentBatch(38)
+	if err := n.acked(&peerState{device: dev}, sa, &wireAck{Seq: 38}); err != nil {
+		t.Fatal(err)
+	}
+	hello("after an ack of this run", 38, 38)
+	n.sends.note(dev, 38)
+	if err := n.flushMarks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Delivered(dev); got != 38 {
+		t.Errorf("mark %d after the ack, want 38", got)
 	}
 }

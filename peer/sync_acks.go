@@ -121,6 +121,7 @@ func (n *Node) acked(st *peerState, sa *streamAcks, a *wireAck) error {
 	}
 	sa.acked = a.Seq
 	sa.ackedUpTo(a.Seq)
+	n.sends.ackedBy(st.device)
 	n.sends.settle()
 	n.mu.Lock()
 	defer n.mu.Unlock()
