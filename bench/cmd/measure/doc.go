@@ -14,8 +14,9 @@
 // the machine's load falls on both. A build that lacks what a phase needs
 // (pages of the shelf, say) is reported as not supporting it. The phases:
 //
-//	write      bulk API writes of -books books by 16 clients, then the
-//	           anonymous memory left -after-writes (30 s) after them
+//	write      bulk API writes of -books books by 16 clients, with the
+//	           daemon's CPU time and wakeups a write, then the anonymous
+//	           memory left -after-writes (30 s) after them
 //	restart    a daemon with -books books starting: API up, then the first page of 50
 //	join       a new device joining the library from two holders of -books books
 //	list       listing the whole shelf of -books books in pages of 1,000

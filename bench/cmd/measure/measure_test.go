@@ -47,6 +47,8 @@ var sane = map[string][2]float64{
 	"MB":        {0.5, 2000},
 	"ms/min":    {0, 60_000 * 64},
 	"records/s": {1, 1e7},
+	"us/write":  {1, 1e6},
+	"/write":    {0.01, 1000},
 	"":          {0, 0}, // counts of errors: none
 }
 

@@ -12,12 +12,13 @@ import (
 	"github.com/danyue/danyue/bench/mixload"
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/procstat"
 )
 
 // phases are every phase, in the order the command runs them.
 var phases = []*phase{
 	{name: "write", run: runWrite, about: func(c config) string {
-		return fmt.Sprintf("bulk API writes of %d books by 16 clients; then the anonymous memory %v after them", c.books, c.afterWrites)
+		return fmt.Sprintf("bulk API writes of %d books by 16 clients, with the daemon's CPU time (utime+stime) and wakeups (context switches) a write; then the anonymous memory %v after them", c.books, c.afterWrites)
 	}},
 	{name: "restart", run: runRestart, about: func(c config) string {
 		return fmt.Sprintf("a daemon with %d books starting: its API up, then the first page of 50; memory until 2 s after the page", c.books)
@@ -70,6 +71,11 @@ func runWrite(ctx context.Context, r *runner, b build, dir string) (*outcome, er
 	if err != nil {
 		return nil, err
 	}
+	pid := p.cmd.Process.Pid
+	before, err := procstat.ReadUsage(pid)
+	if err != nil {
+		return nil, err
+	}
 	p.mem.begin()
 	start := time.Now()
 	if err := mixload.Fill(ctx, p.c, r.cfg.books); err != nil {
@@ -77,8 +83,17 @@ func runWrite(ctx context.Context, r *runner, b build, dir string) (*outcome, er
 	}
 	took := time.Since(start)
 	m := p.mem.end()
+	after, err := procstat.ReadUsage(pid)
+	if err != nil {
+		return nil, err
+	}
 	o := &outcome{}
-	o.add("writes", "/s", float64(r.cfg.books)/took.Seconds())
+	n := float64(r.cfg.books)
+	o.add("writes", "/s", n/took.Seconds())
+	// What each write costs the daemon, whatever the clients beside it
+	// left it of the machine: on a busy one the writes a second follow it.
+	o.add("CPU", "us/write", float64((after.CPU-before.CPU).Microseconds())/n)
+	o.add("wakeups", "/write", float64(after.Wakeups-before.Wakeups)/n)
 	o.memory("", m)
 	// What a phone keeps paying for once the burst is over: the anonymous
 	// memory the daemon still holds after it, left alone.
