@@ -20,18 +20,22 @@ func params() Params {
 }
 
 // The scenarios, on daemon processes in network namespaces (skipped without
-// root and iproute2). The measurements are in the test log (-v).
+// root and iproute2). The measurements are in the test log (-v). They run
+// beside each other (at most -parallel at once, GOMAXPROCS by default):
+// each has networks of its own and its daemons mostly wait on timers and
+// the network, so one after another they would outlast go test's time
+// limit on a loaded machine.
 
-func TestDiscovery(t *testing.T)      { beside(t); Discovery(t, params(), nil) }
-func TestPairShortCode(t *testing.T)  { beside(t); PairShortCode(t, params(), nil) }
-func TestPairAttack(t *testing.T)     { beside(t); PairAttack(t, params(), nil) }
-func TestPropagation(t *testing.T)    { beside(t); Propagation(t, params(), nil) }
-func TestConvergence(t *testing.T)    { beside(t); Convergence(t, params(), nil) }
-func TestClockSkew(t *testing.T)      { beside(t); ClockSkew(t, params(), nil) }
-func TestFarFutureClock(t *testing.T) { beside(t); FarFutureClock(t, params(), nil) }
-func TestCrash(t *testing.T)          { beside(t); Crash(t, params(), nil) }
-func TestWipe(t *testing.T)           { beside(t); Wipe(t, params(), nil) }
-func TestDeletion(t *testing.T)       { beside(t); Deletion(t, params(), nil) }
+func TestDiscovery(t *testing.T)      { t.Parallel(); Discovery(t, params(), nil) }
+func TestPairShortCode(t *testing.T)  { t.Parallel(); PairShortCode(t, params(), nil) }
+func TestPairAttack(t *testing.T)     { t.Parallel(); PairAttack(t, params(), nil) }
+func TestPropagation(t *testing.T)    { t.Parallel(); Propagation(t, params(), nil) }
+func TestConvergence(t *testing.T)    { t.Parallel(); Convergence(t, params(), nil) }
+func TestClockSkew(t *testing.T)      { t.Parallel(); ClockSkew(t, params(), nil) }
+func TestFarFutureClock(t *testing.T) { t.Parallel(); FarFutureClock(t, params(), nil) }
+func TestCrash(t *testing.T)          { t.Parallel(); Crash(t, params(), nil) }
+func TestWipe(t *testing.T)           { t.Parallel(); Wipe(t, params(), nil) }
+func TestDeletion(t *testing.T)       { t.Parallel(); Deletion(t, params(), nil) }
 func TestRestart(t *testing.T)        { long(t); Restart(t, params(), nil) }
 func TestLostPeer(t *testing.T)       { long(t); LostPeer(t, params(), nil) }
 func TestBigHeal(t *testing.T)        { long(t); BigHeal(t, params(), nil) }
@@ -42,25 +46,16 @@ func TestCollectRestore(t *testing.T) { long(t); CollectRestore(t, params(), nil
 
 func TestRestoreWrites(t *testing.T) { long(t); RestoreWrites(t, params(), nil) }
 
-func TestForgetRejoin(t *testing.T)       { beside(t); ForgetRejoin(t, params(), nil) }
-func TestForgetRejoinStatic(t *testing.T) { beside(t); ForgetRejoinStatic(t, params(), nil) }
-func TestChainMesh(t *testing.T)          { beside(t); ChainMesh(t, params(), nil) }
-func TestRestartMeet(t *testing.T)        { beside(t); RestartMeet(t, params(), nil) }
+func TestForgetRejoin(t *testing.T)       { t.Parallel(); ForgetRejoin(t, params(), nil) }
+func TestForgetRejoinStatic(t *testing.T) { t.Parallel(); ForgetRejoinStatic(t, params(), nil) }
+func TestChainMesh(t *testing.T)          { t.Parallel(); ChainMesh(t, params(), nil) }
+func TestRestartMeet(t *testing.T)        { t.Parallel(); RestartMeet(t, params(), nil) }
 
 func TestLongPartition(t *testing.T) {
 	if !*flagLong {
 		t.Skip("takes over a minute (a partition must outlast the connection keepalive); run with -testnet.long")
 	}
 	LongPartition(t, params(), nil)
-}
-
-// beside runs a scenario beside the others (at most -parallel at once,
-// GOMAXPROCS by default): each has networks of its own, and its daemons
-// mostly wait on timers and the network, so one after another the
-// scenarios would outlast go test's time limit on a loaded machine.
-func beside(t *testing.T) {
-	t.Helper()
-	t.Parallel()
 }
 
 // long skips a scenario that takes long under -short (the race tier of CI
@@ -71,7 +66,7 @@ func long(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a long scenario; it runs without -short")
 	}
-	beside(t)
+	t.Parallel()
 }
 
 // TestLocal runs the scenarios that need no real network on in-process
