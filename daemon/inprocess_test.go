@@ -112,6 +112,30 @@ func TestInProcessAdmin(t *testing.T) {
 // TestInProcessEvents checks that the event stream works over the in-process
 // transport and that ending it, by context or by closing the body, ends the
 // handler.
+// TestPositionsOpenOnReturn: client.Positions returns only once the daemon
+// holds the subscription, so a write timed right after it is never missed.
+func TestPositionsOpenOnReturn(t *testing.T) {
+	d := startDaemon(t, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ch, err := d.client.Positions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := d.hub.count(); n != 1 {
+		t.Fatalf("subscribers when Positions returned = %d, want 1", n)
+	}
+	d.hub.publish(Event{Type: "book", Data: api.Book{Key: keyA, Position: &api.Position{Char: 7}}})
+	select {
+	case p := <-ch:
+		if p.Key != keyA || p.Char != 7 {
+			t.Fatalf("position = %+v, want %s at 7", p, keyA)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no position within 10s")
+	}
+}
+
 func TestInProcessEvents(t *testing.T) {
 	d := startDaemon(t, nil)
 	in := client.NewTransport(d.InProcess())

@@ -34,8 +34,13 @@ func benchPropagate(b *testing.B, gap time.Duration) {
 	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
 	ds := []*testDaemon{a, d}
-	streams := []<-chan client.Position{a.client.Positions(ctx), d.client.Positions(ctx)}
-	poll.Until(b, "both event streams", time.Minute, func() bool { return a.hub.count() == 1 && d.hub.count() == 1 })
+	streams := make([]<-chan client.Position, len(ds))
+	for i, w := range ds {
+		var err error
+		if streams[i], err = w.client.Positions(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 	// Each stream is shown delivering before anything is timed.
 	for i, w := range ds {
 		if _, err := propagate(ctx, w, streams[1-i], fmt.Sprintf("md5:%032x", 1000+i), 1); err != nil {

@@ -150,8 +150,13 @@ func (c *Client) Events(ctx context.Context, fn func(Event) error) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	return readEvents(ctx, resp.Body, fn)
+}
+
+// readEvents calls fn for each event of an open stream, and closes it.
+func readEvents(ctx context.Context, body io.ReadCloser, fn func(Event) error) error {
+	defer body.Close()
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var ev Event
 	for sc.Scan() {
@@ -184,13 +189,20 @@ type Position struct {
 	At   time.Time
 }
 
-// Positions streams the positions of /v1/events' book events until ctx
-// ends or the stream does; the channel is then left open, unread events
-// dropped with it. It is for watching a write arrive (tests, measuring).
-func (c *Client) Positions(ctx context.Context) <-chan Position {
+// Positions opens /v1/events and streams the positions of its book events
+// until ctx ends or the stream does; the channel is then left open, unread
+// events dropped with it. It is for watching a write arrive (tests,
+// measuring), so it returns only once the stream is open: the daemon
+// subscribes before it answers, and every event published after Positions
+// returns is on the channel.
+func (c *Client) Positions(ctx context.Context) (<-chan Position, error) {
+	resp, err := c.send(ctx, "GET", "/v1/events", nil, nil)
+	if err != nil {
+		return nil, err
+	}
 	ch := make(chan Position, 64)
 	go func() {
-		_ = c.Events(ctx, func(e Event) error {
+		_ = readEvents(ctx, resp.Body, func(e Event) error {
 			at := time.Now()
 			var bk api.Book
 			if e.Type != "book" || json.Unmarshal(e.Data, &bk) != nil || bk.Position == nil {
@@ -203,7 +215,7 @@ func (c *Client) Positions(ctx context.Context) <-chan Position {
 			return nil
 		})
 	}()
-	return ch
+	return ch, nil
 }
 
 // BookPath returns the API path of a book, escaped.

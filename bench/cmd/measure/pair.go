@@ -144,7 +144,12 @@ func runPropagate(ctx context.Context, r *runner, b build, dir string) (*outcome
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ps := []*proc{pa, pb}
-	streams := []<-chan client.Position{pa.c.Positions(ctx), pb.c.Positions(ctx)}
+	streams := make([]<-chan client.Position, len(ps))
+	for i, p := range ps {
+		if streams[i], err = p.c.Positions(ctx); err != nil {
+			return nil, fmt.Errorf("the event stream of %s: %w", p.name, err)
+		}
+	}
 	// Each stream is shown delivering by a write on the other daemon
 	// before anything is timed.
 	for i := range ps {
