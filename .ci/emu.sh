@@ -140,9 +140,10 @@ emu_test() {
 		printf '%s: %s %-4s %-28s %4d passed, %d failed, %d skipped in %ds\n' \
 			"$emu_name" "$emu_target" "${status%% *}" "${pkg#github.com/danyue/danyue/}" \
 			"$pass" "$fail" "$skip" $((SECONDS - start))
-		# Each skipped test with its reason (the last line it logged).
+		# Each skipped test with its reason (the last line it logged, not
+		# the daemons' slog records a cleanup passes through after it).
 		awk '/^=== (RUN|CONT|NAME)/ { test = $3 }
-			/^    [^ ].*\.go:[0-9]+: / { why[test] = $0 }
+			/^    [^ ].*\.go:[0-9]+: / && !/level=/ { why[test] = $0 }
 			/^--- SKIP/ { w = why[$3]; sub(/^ +[^ ]+\.go:[0-9]+: /, "", w); print "    skipped " $3 ": " w }' "$log"
 		if [ "$rc" != 0 ]; then
 			echo "    $status; the failures (whole log: $log):"
