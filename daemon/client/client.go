@@ -193,8 +193,8 @@ type Position struct {
 // until ctx ends or the stream does; the channel is then left open, unread
 // events dropped with it. It is for watching a write arrive (tests,
 // measuring), so it returns only once the stream is open: the daemon
-// subscribes before it answers, and every event published after Positions
-// returns is on the channel.
+// subscribes before it answers, and no event published after Positions
+// returns is missed for having come too early.
 func (c *Client) Positions(ctx context.Context) (<-chan Position, error) {
 	resp, err := c.send(ctx, "GET", "/v1/events", nil, nil)
 	if err != nil {
