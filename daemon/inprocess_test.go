@@ -109,9 +109,6 @@ func TestInProcessAdmin(t *testing.T) {
 	}
 }
 
-// TestInProcessEvents checks that the event stream works over the in-process
-// transport and that ending it, by context or by closing the body, ends the
-// handler.
 // TestPositionsOpenOnReturn: client.Positions returns only once the daemon
 // holds the subscription, so a write timed right after it is never missed.
 func TestPositionsOpenOnReturn(t *testing.T) {
@@ -136,6 +133,9 @@ func TestPositionsOpenOnReturn(t *testing.T) {
 	}
 }
 
+// TestInProcessEvents checks that the event stream works over the in-process
+// transport and that ending it, by context or by closing the body, ends the
+// handler.
 func TestInProcessEvents(t *testing.T) {
 	d := startDaemon(t, nil)
 	in := client.NewTransport(d.InProcess())
