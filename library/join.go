@@ -178,11 +178,14 @@ type Left struct {
 // books stay on the device.
 func (l *Library) Leave(ctx context.Context) (Left, error) {
 	lib, epoch := l.members.library(), l.members.epoch()
+	// The members connected before the removal is written: one may merge
+	// it and drop this device before waitDelivered first looks.
+	had := l.connectedPeers()
 	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, l.self, at, epoch) }); err != nil {
 		return Left{}, fmt.Errorf("record that this device leaves: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, leaveDeliverTimeout)
-	delivered := l.waitDelivered(wctx)
+	delivered := l.waitDelivered(wctx, had)
 	cancel()
 	if !delivered {
 		l.log.Warn("no member confirmed this device's leave before it went; the others learn of it only if it reached one of them")
@@ -198,11 +201,28 @@ func (l *Library) Leave(ctx context.Context) (Left, error) {
 	return Left{Library: crdt.LibraryID(next.ID), Delivered: delivered}, nil
 }
 
+// connectedPeers returns the devices this device is connected to.
+func (l *Library) connectedPeers() map[crdt.DeviceID]bool {
+	had := make(map[crdt.DeviceID]bool)
+	if node := l.net.current(); node != nil {
+		state, _ := node.SyncState()
+		for _, p := range state.Peers {
+			if p.Connected {
+				had[p.Device] = true
+			}
+		}
+	}
+	return had
+}
+
 // waitDelivered waits until a member has merged everything this device
-// wrote, or a member it was connected to drops it (its gater refuses a
-// removed device once it has merged the removal), or ctx ends.
-func (l *Library) waitDelivered(ctx context.Context) bool {
-	var had map[crdt.DeviceID]bool
+// wrote, or one of had, the members it was connected to before it wrote,
+// drops it (its gater refuses a removed device once it has merged the
+// removal), or ctx ends.
+func (l *Library) waitDelivered(ctx context.Context, had map[crdt.DeviceID]bool) bool {
+	if len(had) == 0 {
+		return false // nobody to tell
+	}
 	for {
 		node := l.net.current()
 		if node == nil {
@@ -218,12 +238,6 @@ func (l *Library) waitDelivered(ctx context.Context) bool {
 				return true
 			}
 			now[p.Device] = true
-		}
-		if had == nil {
-			had = now
-			if len(had) == 0 {
-				return false // nobody to tell
-			}
 		}
 		for id := range had {
 			if !now[id] {
