@@ -57,6 +57,19 @@ func TestOracle(t *testing.T) {
 	}
 }
 
+// A local node's port lies below every system's ephemeral range: a node
+// that restarts must listen at its port again, and while it is down any
+// outgoing connection on the machine may take an ephemeral port (CI's race
+// tier once lost a restart that way).
+func TestLocalPortsBelowEphemeral(t *testing.T) {
+	nt := NewLocal(t, 8, NoStart())
+	for _, n := range nt.Nodes() {
+		if n.port < 1024 || n.port >= 32768 {
+			t.Errorf("%s listens at port %d, inside an ephemeral range or a privileged one", n, n.port)
+		}
+	}
+}
+
 // A Net leaves nothing behind: no process, namespace or directory.
 func TestCleanup(t *testing.T) {
 	var names []string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/testport"
 )
 
 // Net is a set of danyue daemons on one LAN (New) or on loopback (NewLocal).
@@ -139,7 +140,9 @@ func (nt *Net) addNode(name string) *Node {
 	n := &Node{net: nt, index: i, name: name, dir: fmt.Sprintf("%s/%d", nt.dir, i), offset: nt.cfg.offsets[i]}
 	n.c = client.New(n.Socket())
 	if nt.local {
-		n.port = freePort(nt.t)
+		// Below the ephemeral range: a node that restarts must find its
+		// port free, and any outgoing connection may take an ephemeral one.
+		n.port = testport.Loopback(nt.t)
 	} else {
 		var err error
 		if n.ns, n.ip, err = nt.nw.addHost(i); err != nil {

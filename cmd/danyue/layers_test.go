@@ -42,7 +42,7 @@ func TestLayers(t *testing.T) {
 		"library":                  {"crdt", "store", "peer", "pair", "pair/rendezvous"},
 		"daemon":                   {"crdt", "store", "library", "daemon/api", "daemon/kosync", "daemon/web", "internal/connlimit", "internal/jsoncheck", "internal/lan"},
 		"cmd/danyue":               {"bookkey", "daemon", "daemon/api", "daemon/client", "daemon/kosync", "crdt", "internal/qrterm"},
-		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt", "pair", "internal/procstat"},
+		"testnet":                  {"daemon", "daemon/api", "daemon/client", "crdt", "pair", "internal/procstat", "internal/testport"},
 		"mobile":                   {"daemon", "daemon/api", "daemon/client", "library"},
 		"cmd/libdanyue":            {"mobile"},
 		"testnet/cmd/testnet":      {"testnet"},

@@ -13,12 +13,18 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"testing"
 )
+
+// TB is the part of testing.TB that Loopback uses, so that a harness
+// running outside go test (testnet's command) can ask for a port too.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
 
 // Loopback returns a port on 127.0.0.1 that nothing listens on now, below
 // the ephemeral ranges.
-func Loopback(t testing.TB) int {
+func Loopback(t TB) int {
 	t.Helper()
 	for range 100 {
 		port := 20000 + rand.IntN(12000)
@@ -29,6 +35,6 @@ func Loopback(t testing.TB) int {
 		ln.Close()
 		return port
 	}
-	t.Fatal("testport: no free loopback port below the ephemeral range")
+	t.Fatalf("testport: no free loopback port below the ephemeral range")
 	return 0
 }
