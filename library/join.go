@@ -184,6 +184,9 @@ func (l *Library) Leave(ctx context.Context) (Left, error) {
 	if _, err := l.write(ctx, func(at crdt.Timestamp) (crdt.Entry, error) { return crdt.RemoveMember(lib, l.self, at, epoch) }); err != nil {
 		return Left{}, fmt.Errorf("record that this device leaves: %w", err)
 	}
+	if l.leaveWritten != nil {
+		l.leaveWritten()
+	}
 	wctx, cancel := context.WithTimeout(ctx, leaveDeliverTimeout)
 	delivered := l.waitDelivered(wctx, had)
 	cancel()

@@ -124,6 +124,11 @@ type Library struct {
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	closeErr  error
+
+	// leaveWritten, nil but in tests, runs in Leave between writing the
+	// removal and waiting for its delivery, so that a test can order a
+	// member's drop before the wait's first look.
+	leaveWritten func()
 }
 
 // Open loads this device's library from the store; Start then starts the

@@ -253,3 +253,18 @@ func TestLeaveRotates(t *testing.T) {
 		t.Error("the device that left knows the library's secret")
 	}
 }
+
+// A member that merges the removal and drops the leaving device before
+// Leave first looks still counts as told: Leave takes the members it is
+// connected to before it writes.
+func TestLeaveDroppedAtOnce(t *testing.T) {
+	a, b := openLibrary(t, "laptop", nil), openLibrary(t, "phone", nil)
+	joinByCode(t, b, a)
+	poll.Until(t, "the two to connect", 10*time.Second, func() bool { return connected(a, b) && connected(b, a) })
+	b.leaveWritten = func() {
+		poll.Until(t, "the laptop to drop the phone", 10*time.Second, func() bool { return !connected(b, a) })
+	}
+	if left := mustDo(b.Leave(ctxT(t)))(t); !left.Delivered {
+		t.Fatalf("leave gave %+v, want it delivered: the laptop dropped the phone on merging its removal", left)
+	}
+}
