@@ -126,7 +126,7 @@ func TestCLIWithoutDaemonSaysWhatToDo(t *testing.T) {
 
 func TestCLIHelpHasExample(t *testing.T) {
 	for _, c := range commands() {
-		res := runCLI(t, nil, c.name, "--help")
+		res := runInProcess(t, c.name, "--help")
 		if res.code != 0 || !strings.Contains(res.stdout, "Usage: danyue "+c.name) || !strings.Contains(res.stdout, "Example:") {
 			t.Errorf("danyue %s --help: exit %d, stdout %q", c.name, res.code, res.stdout)
 		}
@@ -149,7 +149,7 @@ func TestCLIUsageErrors(t *testing.T) {
 		{[]string{"restore"}, "restore takes one KEY"},
 	}
 	for _, tt := range tests {
-		res := runCLI(t, nil, tt.args...)
+		res := runInProcess(t, tt.args...)
 		if res.code != 2 || !strings.Contains(res.stderr, tt.want) || !strings.Contains(res.stderr, "Try: ") {
 			t.Errorf("danyue %s: exit %d, stderr %q; want 2 with %q and a hint", strings.Join(tt.args, " "), res.code, res.stderr, tt.want)
 		}
