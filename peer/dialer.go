@@ -179,23 +179,7 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 	if sw, ok := n.host.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(st.id)
 	}
-	// A member not reached directly is also dialled through the relays
-	// this device has (away.go), unless a relayed connection is up: then
-	// only the direct addresses are tried, which finds the member come
-	// home or reachable again while the hole punch goes on. Of two
-	// members, only the one with the lower peer id dials the other through
-	// a relay: the device a relayed connection reaches starts the hole
-	// punch, and two at once, one from each side, dial the same address
-	// pair from the same ports and fail each other. The other is dialled
-	// at once when its addresses change (meet), as a device that comes
-	// back from elsewhere does.
-	cctx := dctx
-	if n.host.ID() < st.id && n.isMember(st.device) && !relayedOnly(n.host.Network().ConnsToPeer(st.id)) {
-		if via := n.away.circuits(st.id); len(via) > 0 {
-			addrs = append(addrs, via...)
-			cctx = network.WithAllowLimitedConn(dctx, "hole punch")
-		}
-	}
+	cctx, addrs := n.viaRelays(dctx, st, addrs)
 	err := n.host.Connect(cctx, lpeer.AddrInfo{ID: st.id, Addrs: addrs})
 
 	n.mu.Lock()
@@ -218,16 +202,7 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 		return err
 	}
 	st.lastErr = err.Error()
-	var fresh []string
-	for _, a := range addrs {
-		if !st.logged[a.String()] {
-			if st.logged == nil {
-				st.logged = make(map[string]bool)
-			}
-			st.logged[a.String()] = true
-			fresh = append(fresh, a.String())
-		}
-	}
+	fresh := st.unlogged(addrs)
 	next, member := st.nextDial, st.member
 	n.mu.Unlock()
 	switch {
@@ -241,6 +216,42 @@ func (n *Node) dial(ctx context.Context, st *peerState) error {
 		n.log.Debug("dial failed again", "peer", st.id, "err", err, "next", next)
 	}
 	return err
+}
+
+// viaRelays adds to a dial of st the relays this device has (away.go),
+// with the context that allows a relayed connection. A member not reached
+// directly is also dialled through them, unless a relayed connection is
+// up: then only the direct addresses are tried, which finds the member come
+// home or reachable again while the hole punch goes on. Of two members,
+// only the one with the lower peer id dials the other through a relay: the
+// device a relayed connection reaches starts the hole punch, and two at
+// once, one from each side, dial the same address pair from the same ports
+// and fail each other. The other is dialled at once when its addresses
+// change (meet), as a device that comes back from elsewhere does.
+func (n *Node) viaRelays(ctx context.Context, st *peerState, addrs []ma.Multiaddr) (context.Context, []ma.Multiaddr) {
+	if n.host.ID() < st.id && n.isMember(st.device) && !relayedOnly(n.host.Network().ConnsToPeer(st.id)) {
+		if via := n.away.circuits(st.id); len(via) > 0 {
+			return network.WithAllowLimitedConn(ctx, "hole punch"), append(addrs, via...)
+		}
+	}
+	return ctx, addrs
+}
+
+// unlogged returns the addresses among addrs whose failure has not been
+// logged since st was last reached, and marks them logged. The caller holds
+// the node's lock.
+func (st *peerState) unlogged(addrs []ma.Multiaddr) []string {
+	var fresh []string
+	for _, a := range addrs {
+		if !st.logged[a.String()] {
+			if st.logged == nil {
+				st.logged = make(map[string]bool)
+			}
+			st.logged[a.String()] = true
+			fresh = append(fresh, a.String())
+		}
+	}
+	return fresh
 }
 
 // nothingListens reports whether every address of a failed dial failed

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/fxamacker/cbor/v2"
 )
@@ -373,4 +374,29 @@ func decodeFrame(body []byte) (*wireFrame, error) {
 		return nil, protoErrorf("frame holds %d messages, want exactly 1", n)
 	}
 	return &f, nil
+}
+
+// newFrameReader reads frames from s, giving each frame frameTimeout to
+// arrive once it has begun.
+func (n *Node) newFrameReader(s stream) *frameReader {
+	fr := &frameReader{r: s}
+	fr.started = func() { s.SetReadDeadline(time.Now().Add(frameTimeout)) }
+	fr.finished = func(size, prefix int) {
+		s.SetReadDeadline(time.Time{})
+		n.stats.framesReceived.Add(1)
+		n.stats.bytesReceived.Add(uint64(prefix + size))
+	}
+	return fr
+}
+
+// writeFrame writes one encoded frame within frameTimeout.
+func (n *Node) writeFrame(s stream, frame []byte) error {
+	s.SetWriteDeadline(time.Now().Add(frameTimeout))
+	_, err := s.Write(frame)
+	s.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return err
+	}
+	n.stats.sent(frame)
+	return nil
 }

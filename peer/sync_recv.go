@@ -578,31 +578,6 @@ func isRefusalFrame(body []byte) bool {
 	return err == nil && f.Error != nil
 }
 
-// newFrameReader reads frames from s, giving each frame frameTimeout to
-// arrive once it has begun.
-func (n *Node) newFrameReader(s stream) *frameReader {
-	fr := &frameReader{r: s}
-	fr.started = func() { s.SetReadDeadline(time.Now().Add(frameTimeout)) }
-	fr.finished = func(size, prefix int) {
-		s.SetReadDeadline(time.Time{})
-		n.stats.framesReceived.Add(1)
-		n.stats.bytesReceived.Add(uint64(prefix + size))
-	}
-	return fr
-}
-
-// writeFrame writes one encoded frame within frameTimeout.
-func (n *Node) writeFrame(s stream, frame []byte) error {
-	s.SetWriteDeadline(time.Now().Add(frameTimeout))
-	_, err := s.Write(frame)
-	s.SetWriteDeadline(time.Time{})
-	if err != nil {
-		return err
-	}
-	n.stats.sent(frame)
-	return nil
-}
-
 // logLevelFor logs what a peer did wrong loudly and the ordinary end of a
 // stream (the peer went away) quietly.
 func logLevelFor(err error) slog.Level {
