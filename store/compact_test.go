@@ -72,6 +72,39 @@ func TestCompactorsOnlyThroughABurst(t *testing.T) {
 	}
 }
 
+// TestIdleCloseWaitsForReopen forces the interleaving in which the idle
+// timer fires after the last user has left and before the writer, waiting
+// to reopen the database with compactors, runs again: the idle close must
+// leave the database to the writer.
+func TestIdleCloseWaitsForReopen(t *testing.T) {
+	s := open(t, t.TempDir(), Options{IdleClose: time.Hour})
+	if _, err := s.acquire(); err != nil {
+		t.Fatal(err)
+	}
+	reopened := make(chan error, 1)
+	go func() { reopened <- s.startCompactors() }()
+	poll.Until(t, "the writer waiting to reopen the database", time.Minute, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.reopening
+	})
+	// release, with the idle timer's callback run before the waiting
+	// writer is woken.
+	s.mu.Lock()
+	s.users--
+	s.mu.Unlock()
+	s.closeIdle()
+	s.mu.Lock()
+	s.idle.Broadcast()
+	s.mu.Unlock()
+	if err := <-reopened; err != nil {
+		t.Fatalf("startCompactors: %v", err)
+	}
+	if open, compactors, _ := s.dbState(); !open || compactors == 0 {
+		t.Errorf("after the reopen: open %v with %d compactors, want open with compactors", open, compactors)
+	}
+}
+
 // TestStartCompactorsUnderLoad: the reopen with compactors waits for the
 // readers and groups in flight and holds off new ones, under writers and
 // readers at once, losing nothing and never hanging.

@@ -92,9 +92,10 @@ func (s *Store) release() {
 }
 
 // armIdleLocked starts the idle timer if nothing uses the database. A
-// database with compactors has the settle timer instead (compact.go).
+// database with compactors has the settle timer instead (compact.go), and
+// one the writer waits to reopen with them is the writer's to close.
 func (s *Store) armIdleLocked() {
-	if s.opt.IdleClose < 0 || s.closed || s.users > 0 || s.db == nil || s.compactors {
+	if s.opt.IdleClose < 0 || s.closed || s.users > 0 || s.db == nil || s.compactors || s.reopening {
 		return
 	}
 	if s.timer == nil {
@@ -104,10 +105,13 @@ func (s *Store) armIdleLocked() {
 	s.timer.Reset(s.opt.IdleClose)
 }
 
-// closeIdle closes the database if it is still unused.
+// closeIdle closes the database if it is still unused. A timer armed
+// before the writer began to wait for a reopen (startCompactors) can fire
+// while it waits, once the last user has left and before the writer runs
+// again: the database is then left to the writer.
 func (s *Store) closeIdle() {
 	s.mu.Lock()
-	if s.closed || s.users > 0 || s.db == nil || s.compactors {
+	if s.closed || s.users > 0 || s.db == nil || s.compactors || s.reopening {
 		s.mu.Unlock()
 		return
 	}
