@@ -100,16 +100,17 @@ emu_build() {
 # the emulator itself hangs) and flags, writes its output to LOGDIR and says
 # how it went. It returns 1 if any package failed.
 emu_test() {
-	local logs=$1 pkg dir bin limit flags log rc start status pass fail skip
+	local logs=$1 pkg dir bin limit flags log rc built start status pass fail skip
 	local total_pass=0 total_fail=0 total_skip=0 failed=0
 	mkdir -p "$logs"
 	while read -r pkg dir bin; do
 		read -r limit flags <<<"$(emu_limit "$pkg")"
 		log=$logs/$(echo "${pkg#github.com/danyue/danyue/}" | tr / _).log
 		start=$SECONDS
+		built=1
 		if [ ! -x "$bin" ]; then
 			echo "tests of $pkg did not build for $emu_target" >"$log"
-			rc=2
+			built=0 rc=1
 		else
 			# shellcheck disable=SC2086 # flags are a list
 			# RAPID_NOFAILFILE: the property tests write no fail files
@@ -121,10 +122,11 @@ emu_test() {
 		pass=$(grep -c '^--- PASS' "$log")
 		fail=$(grep -c '^--- FAIL' "$log")
 		skip=$(grep -c '^--- SKIP' "$log")
-		case $rc in
-		0) status=ok ;;
-		2) status="FAIL (did not build)" ;;
-		124 | 137) status="FAIL (killed after $limit)" ;;
+		# (A test binary that panics exits 2, as go test does.)
+		case $built$rc in
+		0*) status="FAIL (did not build)" ;;
+		10) status=ok ;;
+		1124 | 1137) status="FAIL (killed after $limit)" ;;
 		*) status=FAIL ;;
 		esac
 		if grep -q '^panic: test timed out' "$log"; then
@@ -156,7 +158,7 @@ emu_test() {
 					for (i = n[$3] - 4; i <= n[$3]; i++) if (i > 0) print "    " said[$3, i % 5]
 					n[$3] = 0
 				}
-				/^(panic|fatal error):/ { print "    " $0 }' "$log" | head -n 60
+				/^(panic|fatal error):/ { print "    " $0 " (in " test ")" }' "$log" | head -n 60
 			[ "$rc" != 0 ] && ! grep -q -e '^ *--- FAIL' -e '^panic:' "$log" && tail -n 5 "$log" | sed 's/^/    /'
 		fi
 	done
