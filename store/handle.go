@@ -91,11 +91,17 @@ func (s *Store) release() {
 	}
 }
 
-// armIdleLocked starts the idle timer if nothing uses the database. A
-// database with compactors has the settle timer instead (compact.go), and
-// one the writer waits to reopen with them is the writer's to close.
+// idleLocked reports whether the idle close may close the database: it is
+// open and unused, has no compactors (a database with them has the settle
+// timer instead, compact.go), and the writer is not waiting to reopen it
+// with them (which makes it the writer's to close).
+func (s *Store) idleLocked() bool {
+	return !s.closed && s.users == 0 && s.db != nil && !s.compactors && !s.reopening
+}
+
+// armIdleLocked starts the idle timer if the database is idle (idleLocked).
 func (s *Store) armIdleLocked() {
-	if s.opt.IdleClose < 0 || s.closed || s.users > 0 || s.db == nil || s.compactors || s.reopening {
+	if s.opt.IdleClose < 0 || !s.idleLocked() {
 		return
 	}
 	if s.timer == nil {
@@ -111,7 +117,7 @@ func (s *Store) armIdleLocked() {
 // again: the database is then left to the writer.
 func (s *Store) closeIdle() {
 	s.mu.Lock()
-	if s.closed || s.users > 0 || s.db == nil || s.compactors || s.reopening {
+	if !s.idleLocked() {
 		s.mu.Unlock()
 		return
 	}
