@@ -17,6 +17,7 @@ import (
 
 	"github.com/danyue/danyue/crdt"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/internal/startproc"
 	"github.com/danyue/danyue/internal/testfs"
 )
 
@@ -264,9 +265,7 @@ const inChildDirEnv = "DANYUE_STORE_TEST_DIR"
 // output if it did not pass.
 func runInChild(t *testing.T) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), inChildDirEnv+"="+t.TempDir())
-	out, err := cmd.CombinedOutput()
+	out, err := childOutput([]string{"-test.run=^" + t.Name() + "$", "-test.v", "-test.count=1"}, inChildDirEnv+"="+t.TempDir())
 	if err != nil || !bytes.Contains(out, []byte("--- PASS: "+t.Name())) {
 		t.Fatalf("%s in a child process: %v; its output:\n%s", t.Name(), err, lastLines(string(out), 40))
 	}
@@ -276,11 +275,15 @@ func runInChild(t *testing.T) {
 // it found; a child that panics or exits otherwise fails the test.
 func openInChild(t *testing.T, dir string) damageOutcome {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=damage", "DANYUE_STORE_DIR="+dir)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
+	err := startproc.Run(func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=damage", "DANYUE_STORE_DIR="+dir)
+		stdout.Reset()
+		stderr.Reset()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		return cmd
+	})
 	if err != nil {
 		t.Fatalf("child opening the damaged store died (%v); stderr:\n%s", err, lastLines(stderr.String(), 30))
 	}

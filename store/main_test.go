@@ -1,16 +1,19 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/danyue/danyue/crdt"
+	"github.com/danyue/danyue/internal/startproc"
 )
 
 // childEnv makes the test binary act as a child process of a test (crash,
@@ -58,6 +61,20 @@ func runChild(role string) int {
 		return 1
 	}
 	return 0
+}
+
+// childOutput runs this test binary with args and the extra environment
+// env, and returns what it wrote to stdout and stderr, in one stream.
+func childOutput(args []string, env ...string) ([]byte, error) {
+	var out bytes.Buffer
+	err := startproc.Run(func() *exec.Cmd {
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), env...)
+		out.Reset()
+		cmd.Stdout, cmd.Stderr = &out, &out
+		return cmd
+	})
+	return out.Bytes(), err
 }
 
 // tlog is an slog handler target that writes to t.Log.

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -148,9 +147,7 @@ func TestLockSameProcess(t *testing.T) {
 func TestLockOtherProcess(t *testing.T) {
 	dir := t.TempDir()
 	open(t, dir, Options{})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=lock", "DANYUE_STORE_DIR="+dir)
-	out, err := cmd.CombinedOutput()
+	out, err := childOutput([]string{"-test.run=^$"}, childEnv+"=lock", "DANYUE_STORE_DIR="+dir)
 	if err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
+	"github.com/danyue/danyue/internal/startproc"
 )
 
 // Shorthands for scenarios: each calls the node's API through its client and
@@ -138,10 +139,14 @@ func (n *Node) CLI(ctx context.Context, args ...string) (CLIResult, error) {
 	if n.ns != "" {
 		argv = append([]string{"ip", "netns", "exec", n.ns}, argv...)
 	}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err = startproc.Run(func() *exec.Cmd {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		stdout.Reset()
+		stderr.Reset()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		return cmd
+	})
 	res := CLIResult{Stdout: stdout.String(), Stderr: stderr.String()}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/danyue/danyue/internal/startproc"
 )
 
 // proc is one running daemon process.
@@ -19,15 +21,18 @@ type proc struct {
 // startProc starts argv with env, in a process group of its own where the
 // OS has them (procAttr). Each line of its stdout and stderr goes to emit.
 func startProc(argv, env []string, emit func(string)) (*proc, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = env
 	lw := &lineWriter{emit: emit}
-	// One writer for both: exec then copies both streams through a single
-	// pipe, in the order the process wrote them.
-	cmd.Stdout, cmd.Stderr = lw, lw
-	cmd.SysProcAttr = procAttr()
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	cmd, err := startproc.Start(func() *exec.Cmd {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		// One writer for both: exec then copies both streams through a
+		// single pipe, in the order the process wrote them.
+		cmd.Stdout, cmd.Stderr = lw, lw
+		cmd.SysProcAttr = procAttr()
+		return cmd
+	})
+	if err != nil {
 		return nil, err
 	}
 	p := &proc{cmd: cmd, started: started, done: make(chan struct{})}

@@ -14,6 +14,7 @@ import (
 	"github.com/danyue/danyue/daemon/api"
 	"github.com/danyue/danyue/daemon/client"
 	"github.com/danyue/danyue/internal/poll"
+	"github.com/danyue/danyue/internal/startproc"
 )
 
 // daemonProc is a `danyue daemon` process started by a test.
@@ -39,7 +40,7 @@ func startDaemonProc(t *testing.T, name string, extra ...string) *daemonProc {
 func startDaemonProcAt(t *testing.T, data, name string, extra ...string) *daemonProc {
 	t.Helper()
 	args := append([]string{"daemon", "--data", data, "--name", name, "--no-mdns", "--listen", "/ip4/127.0.0.1/tcp/0"}, extra...)
-	cmd, err := startProcess(func() *exec.Cmd {
+	cmd, err := startproc.Start(func() *exec.Cmd {
 		cmd := exec.Command(danyueBin, args...)
 		cmd.Stderr = testWriter{t, name}
 		interruptible(cmd)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/startproc"
 )
 
 // TestCLIPairShortCode pairs two daemon processes as a person would:
@@ -116,7 +118,7 @@ func startInvite(t *testing.T, p *daemonProc) *runningInvite {
 		stderr bytes.Buffer
 		perr   error
 	)
-	cmd, err := startProcess(func() *exec.Cmd {
+	cmd, err := startproc.Start(func() *exec.Cmd {
 		cmd := exec.CommandContext(ctx, danyueBin, "invite", "--short", "--data", p.data)
 		stdout, perr = cmd.StdoutPipe()
 		stderr.Reset()

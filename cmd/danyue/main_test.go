@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/danyue/danyue/internal/startproc"
 )
 
 // danyueBin is the binary built once for the tests that run the real command.
@@ -78,7 +80,7 @@ func runCLI(t *testing.T, env []string, args ...string) cliResult {
 func runCLIWith(t *testing.T, env []string, stdin string, args ...string) cliResult {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd, err := startProcess(func() *exec.Cmd {
+	cmd, err := startproc.Start(func() *exec.Cmd {
 		cmd := exec.CommandContext(context.Background(), danyueBin, args...)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Stdin = strings.NewReader(stdin)
@@ -97,26 +99,6 @@ func runCLIWith(t *testing.T, env []string, stdin string, args ...string) cliRes
 		t.Fatalf("run danyue %s: %v", strings.Join(args, " "), err)
 	}
 	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: code}
-}
-
-// startProcess starts the command newCmd returns. Under wine (DANYUE_WINE,
-// set by .ci/wine), process creation now and then fails on a loaded
-// machine with ERROR_INTERNAL_ERROR before the program runs at all; a
-// start that failed ran nothing, so it is tried again, with a new command,
-// a few times. Elsewhere a failed start is final.
-func startProcess(newCmd func() *exec.Cmd) (*exec.Cmd, error) {
-	tries := 1
-	if os.Getenv("DANYUE_WINE") != "" {
-		tries = 3
-	}
-	var err error
-	for range tries {
-		cmd := newCmd()
-		if err = cmd.Start(); err == nil {
-			return cmd, nil
-		}
-	}
-	return nil, err
 }
 
 func TestUnknownCommandIsUsageError(t *testing.T) {
