@@ -42,6 +42,7 @@ type group struct {
 	id      uint64     // groups are numbered in commit order
 	db      *badger.DB // acquired by the writer, released once acknowledged
 	txn     *badger.Txn
+	snap    *snapshot // taken after its last commit, until acknowledged (snapshot.go)
 	reqs    []*request
 	seq     uint64         // last sequence number taken by the group
 	hw      crdt.Timestamp // clock high-water mark including the group
@@ -186,7 +187,11 @@ func (g *group) commit() {
 	}
 	g.s.written.Add(int64(n))
 	g.inTxn = nil
-	g.s.snaps.publish(g.db)
+	sn := g.s.snaps.publish(g.db)
+	if g.snap != nil {
+		g.s.snaps.put(g.snap)
+	}
+	g.snap = sn
 }
 
 // fail fails every batch the group has applied: a commit or sync error

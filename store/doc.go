@@ -106,7 +106,9 @@
 //     stream, and through its acknowledgements the sender, to what
 //     compaction sustains.
 //   - Reads. Reads share a read transaction the writer opens right after
-//     each commit (snapshot.go), so a GET waits for no commit in progress.
+//     each commit (snapshot.go), so a GET waits for no commit in progress;
+//     Since reads the one of the last acknowledged group, so that what it
+//     lists up to LastSeq is the state LastSeq published.
 //   - Memory. What the store holds is badger's: memtable arenas and table
 //     builders in the Go heap, hence the small memtables and tables. Table
 //     pages are mapped from their files and belong to the page cache, which

@@ -65,6 +65,7 @@ func (s *Store) openLocked(compactors bool) error {
 		return err
 	}
 	s.db, s.compactors = db, compactors
+	s.snaps.opened(db, s.LastSeq())
 	s.opens++
 	if compactors {
 		s.armSettleLocked()

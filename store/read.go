@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -12,7 +13,33 @@ import (
 // view runs fn in a read-only transaction on the open database: the
 // writer's latest snapshot if there is one (snapshot.go), so that the read
 // does not wait for a commit in progress.
-func (s *Store) view(ctx context.Context, fn func(*badger.Txn) error) (err error) {
+func (s *Store) view(ctx context.Context, fn func(*badger.Txn) error) error {
+	return s.reading(ctx, func(db *badger.DB) error {
+		if sn := s.snaps.take(db); sn != nil {
+			defer s.snaps.put(sn)
+			return fn(sn.txn)
+		}
+		return db.View(fn)
+	})
+}
+
+// viewAcked runs fn in the acknowledged snapshot (snapshot.go), with the
+// last sequence number it holds.
+func (s *Store) viewAcked(ctx context.Context, fn func(txn *badger.Txn, upto uint64) error) error {
+	return s.reading(ctx, func(db *badger.DB) error {
+		sn := s.snaps.takeAcked(db)
+		if sn == nil {
+			// Every open starts one; a database without is a bug.
+			return fmt.Errorf("store %s: no acknowledged snapshot of the open database", s.dir)
+		}
+		defer s.snaps.put(sn)
+		return fn(sn.txn, sn.seq)
+	})
+}
+
+// reading runs fn, a read, with the open database, reopening it if it was
+// closed for idleness.
+func (s *Store) reading(ctx context.Context, fn func(*badger.DB) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -22,11 +49,7 @@ func (s *Store) view(ctx context.Context, fn func(*badger.Txn) error) (err error
 	}
 	defer s.release()
 	defer recoverCorrupt(s.dir, &err)
-	if sn := s.snaps.take(db); sn != nil {
-		defer s.snaps.put(sn)
-		return fn(sn.txn)
-	}
-	return db.View(fn)
+	return fn(db)
 }
 
 // recoverCorrupt turns a panic while reading the database (badger parsing a
@@ -55,20 +78,24 @@ func (s *Store) Get(ctx context.Context, id []byte) (crdt.Entry, bool, error) {
 
 // Since calls fn with each record whose latest change came after sequence
 // number after, in sequence order, at most limit records (no limit if
-// limit <= 0): each record's current state once, with its current sequence
-// number, from one snapshot, up to the LastSeq of the moment of the call.
-// data is the stored encoding (crdt Entry.Encode), valid only during the
-// call to fn, so that a sync sender ships it as it is.
+// limit <= 0): each record's state once, with its sequence number, as of
+// an acknowledged group no older than the LastSeq of the moment of the
+// call (snapshot.go), up to that group's sequence number. data is the
+// stored encoding (crdt Entry.Encode), valid only during the call to fn, so
+// that a sync sender ships it as it is.
 //
 // A record that changes again moves to a later sequence number, so a caller
 // that has seen every record up to LastSeq (Watch's last) and calls Since
-// again from there misses nothing.
+// again from there misses nothing; and every number up to LastSeq that
+// Since does not list holds nothing that is not listed after it.
 func (s *Store) Since(ctx context.Context, after uint64, limit int, fn func(seq uint64, data []byte) error) error {
-	upto := s.LastSeq() // before the snapshot, so the snapshot holds all of it
-	if after >= upto {
+	if after >= s.LastSeq() {
 		return ctx.Err()
 	}
-	return s.view(ctx, func(txn *badger.Txn) error {
+	return s.viewAcked(ctx, func(txn *badger.Txn, upto uint64) error {
+		if after >= upto {
+			return nil
+		}
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pSeq}})
 		defer it.Close()
 		n, last := 0, seqKey(after)

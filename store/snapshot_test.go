@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +87,47 @@ func TestSnapshotDroppedOnIdleClose(t *testing.T) {
 				t.Errorf("Get of book %d after reopening: found %v, %v", j, found, err)
 			}
 		}
+	}
+}
+
+// Since lists a record at the number LastSeq covers while a change to it is
+// committed and not yet acknowledged: the change has taken the record to a
+// later number in the database, and a sync sender that found nothing at
+// the old one would move its cursor past it and be acknowledged for a
+// change it never sent.
+func TestSinceWhileAChangeAwaitsItsSync(t *testing.T) {
+	var holding atomic.Bool
+	entered, hold := make(chan struct{}), make(chan struct{})
+	s := open(t, t.TempDir(), Options{syncErr: func() error {
+		if holding.Load() {
+			entered <- struct{}{}
+			<-hold
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	apply(t, s, Batch{Entries: []crdt.Entry{pos(t, 1, 1000, 10)}})
+	first := s.LastSeq()
+
+	holding.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Apply(ctx, Batch{Entries: []crdt.Entry{pos(t, 1, 2000, 20)}})
+		done <- err
+	}()
+	<-entered // committed; its sync waits
+	holding.Store(false)
+
+	seqs, entries := since(t, s, 0, 0)
+	if len(seqs) != 1 || seqs[0] != first || entries[0].Book.Position.Char != 10 {
+		t.Errorf("Since(0) before the change is acknowledged listed seqs %v (%d records), want the book at %d with char 10", seqs, len(entries), first)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	seqs, entries = since(t, s, first, 0)
+	if len(seqs) != 1 || seqs[0] <= first || entries[0].Book.Position.Char != 20 {
+		t.Errorf("Since(%d) after the change listed seqs %v, want the book at a later number with char 20", first, seqs)
 	}
 }

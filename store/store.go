@@ -140,6 +140,7 @@ func Open(ctx context.Context, dir string, opt Options) (*Store, error) {
 	}
 	s.log.Debug("store opened", "dir", s.dir, "epoch", s.epoch, "last_seq", s.lastSeq, "took", time.Since(start))
 	s.db, s.compactors, s.opens, ok = db, compactors, 1, true
+	s.snaps.opened(db, s.lastSeq)
 	s.wseq, s.whw = s.lastSeq, s.hw
 	go s.writer()
 	s.mu.Lock()

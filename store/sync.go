@@ -146,6 +146,10 @@ func (s *Store) ackLocked() []*group {
 			err = failed
 		default:
 			s.synced.Add(int64(len(g.written)))
+			if g.snap != nil {
+				s.snaps.ack(g.snap, g.seq)
+				g.snap = nil
+			}
 			s.publish(g.seq, g.hw)
 		}
 		for _, r := range g.reqs {
@@ -169,6 +173,9 @@ func (s *Store) ackLocked() []*group {
 // finish releases the database references of acknowledged groups.
 func (s *Store) finish(done []*group) {
 	for _, g := range done {
+		if g.snap != nil {
+			s.snaps.put(g.snap) // a group that failed
+		}
 		if g.db != nil {
 			s.release()
 		}
