@@ -32,9 +32,9 @@ import (
 // the commit of the last acknowledged group, which holds every record at
 // the number LastSeq lists it under. Each group keeps the snapshot of its
 // commit until it is acknowledged (or fails), and the acknowledgement hands
-// it over; a database that is opened starts with one of its state then, as
-// nothing is pending at an open (an acknowledged group holds the database
-// until it is acknowledged, so a close waits for it).
+// it over. A database that is opened starts with one of its state then:
+// nothing is pending at an open, since a group holds the database until it
+// is acknowledged and a close waits for every holder.
 
 // snapshot is a read transaction shared by readers.
 type snapshot struct {
