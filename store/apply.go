@@ -58,7 +58,8 @@ type Batch struct {
 	delivered *deliveredReq
 	// lazy: the batch is acknowledged once committed, without a sync of
 	// its own; it becomes durable with the next sync (sync.go). Only for
-	// what may be lost in a power cut at no cost but work (MarkDelivered).
+	// what may be lost in a power cut at no cost but work (MarkDelivered,
+	// SaveSummaries).
 	lazy bool
 	// known, set by SaveKnown alone (known.go), replaces the saved
 	// address book.

@@ -18,12 +18,20 @@ var keySummaries = []byte("msummaries")
 // SaveSummaries replaces the saved summaries with list, through the writer.
 // They are advice kept across restarts, not changes: they take no sequence
 // number and are never synced to peers.
+//
+// A save starts no sync of its own (Batch.lazy): the collection loop saves
+// after every round that heard news, and a sync each time woke the device
+// for a while after every burst of writes. A purge that went by the saved
+// summaries is written after them and synced, which makes them durable
+// before it is acknowledged; a power cut before any sync brings back the
+// summaries saved before, which allow no more collection than these, and
+// the members say theirs again on the next connection.
 func (s *Store) SaveSummaries(ctx context.Context, list []crdt.Summary) error {
 	enc, err := crdt.EncodeSummaries(list)
 	if err != nil {
 		return fmt.Errorf("save summaries in store %s: %w", s.dir, err)
 	}
-	_, err = s.Apply(ctx, Batch{summaries: enc})
+	_, err = s.Apply(ctx, Batch{summaries: enc, lazy: true})
 	return err
 }
 

@@ -46,6 +46,19 @@ func TestSavedSummariesOutliveAReopen(t *testing.T) {
 	}
 }
 
+// A save starts no sync of its own: the next change's sync (a purge's, in
+// the collection loop) makes it durable with that change.
+func TestSavedSummariesRideTheNextSync(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir, Options{})
+	list := []crdt.Summary{{Device: dev + 1, Epoch: 3, Seq: 7, At: crdt.Timestamp{Wall: 2000, Device: dev + 1}}}
+	s = ridesTheNextSync(t, s, dir, func() error { return s.SaveSummaries(ctx, list) })
+	if got, err := s.Summaries(ctx); err != nil || !reflect.DeepEqual(got, list) {
+		t.Fatalf("after a reopen: %+v, %v; want %+v", got, err, list)
+	}
+}
+
 func TestDamagedSavedSummaries(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, t.TempDir(), Options{})
