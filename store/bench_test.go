@@ -190,6 +190,28 @@ func BenchmarkGet100k(b *testing.B) {
 	}
 }
 
+// BenchmarkReopen100k reports what the first read after an idle close
+// costs a store of 100,000 books: the reopen that the first call pays once
+// the database was closed for idleness (Options.IdleClose), beside the read
+// itself (BenchmarkGet100k).
+func BenchmarkReopen100k(b *testing.B) {
+	s := openFixture(b, 100_000)
+	_, before := s.state()
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		s.closeIdle()
+		b.StartTimer()
+		if _, ok, err := s.Get(context.Background(), bookID(i*7919%100_000)); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+	b.StopTimer()
+	if _, opens := s.state(); opens-before != b.N {
+		b.Fatalf("%d reopens in %d reads after an idle close", opens-before, b.N)
+	}
+}
+
 // BenchmarkOpen100k reports the time to open a store of 100,000 books.
 func BenchmarkOpen100k(b *testing.B) {
 	dir := fixture(b, 100_000)
