@@ -22,10 +22,11 @@ var keySummaries = []byte("msummaries")
 // A save starts no sync of its own (Batch.lazy): the collection loop saves
 // after every round that heard news, and a sync each time woke the device
 // for a while after every burst of writes. A purge that went by the saved
-// summaries is written after them and synced, which makes them durable
-// before it is acknowledged; a power cut before any sync brings back the
-// summaries saved before, which allow no more collection than these, and
-// the members say theirs again on the next connection.
+// summaries is written after them, and its sync covers them, so they are
+// durable before the purge is acknowledged. A power cut before then can
+// bring back the summaries saved before (even beside a purge the kernel
+// happened to write back first), which say less than the members did:
+// that holds collection back until they gossip again, and loses nothing.
 func (s *Store) SaveSummaries(ctx context.Context, list []crdt.Summary) error {
 	enc, err := crdt.EncodeSummaries(list)
 	if err != nil {
