@@ -187,8 +187,10 @@ func (l *Library) collectRound(ctx context.Context) (time.Duration, bool) {
 	}
 	l.coll.news = false
 	// What this round saves is what it collects on: a summary that arrives
-	// from here on waits for the next round, so a restart never finds that
-	// collection went further than the saved summaries say.
+	// from here on waits for the next round, so once a purge is
+	// acknowledged a restart never finds that collection went further than
+	// the saved summaries say (the save rides the purge's sync, see
+	// store.SaveSummaries).
 	list := l.summariesLocked()
 	l.coll.mu.Unlock()
 	if node := l.net.current(); gossip && node != nil {
