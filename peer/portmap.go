@@ -17,7 +17,7 @@ import (
 // internal/portmap, which keeps the external port of a mapping across the
 // router's restarts. libp2p's own manager picks a random external port
 // whenever it finds the router again, and a member away, which knows this
-// device by the port it was told, cannot learn a new one.
+// device by the port it was told, cannot learn a new one (docs/upstream.md).
 type portMapper struct {
 	net    network.Network
 	m      *portmap.Mapper

@@ -13,7 +13,7 @@ import (
 // is reached by name. A linkname to a name libp2p no longer has still links
 // (it defines a new variable), so TestHostAddrsTickStillPatchesLibp2p reads
 // libp2p's source and fails if the variable is gone or no longer drives the
-// ticker.
+// ticker. docs/upstream.md has the option that would replace it.
 //
 //go:linkname hostAddrsTick github.com/libp2p/go-libp2p/p2p/host/basic.addrChangeTickrInterval
 var hostAddrsTick time.Duration

@@ -25,6 +25,7 @@ import (
 // is what the store acknowledged: if the database holds less, the changes in
 // between are lost, and the journal names their records as long as it has
 // not wrapped past them (ackSlots changes; a memtable holds fewer).
+// docs/upstream.md has what badger would need to report such a loss itself.
 //
 // A power cut during a sync may leave slots of a group whose WAL sync did
 // not finish, which open then reports as lost although it was never

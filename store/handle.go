@@ -15,6 +15,8 @@ import (
 // of Options.IdleClose starts; if it fires with no user, the database is
 // closed, and the next acquire reopens it. The directory lock, the epoch,
 // LastSeq, the clock high-water mark and Watch stay in memory throughout.
+// docs/upstream.md has the change to the allocator pool that would stop its
+// ticker while the pool is empty.
 //
 // Compaction is badger's own, leveled, but its compactors run only through
 // a burst of writes (compact.go): the database opens without them, the

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -114,5 +117,42 @@ func TestLayers(t *testing.T) {
 	}
 	if seen < len(allowed) {
 		t.Errorf("go list found %d packages, the layering names %d", seen, len(allowed))
+	}
+}
+
+// TestCitedDocsExist keeps the code's citations inside the repository
+// (docs/style.md, Comments): every document under docs/ that a Go file or
+// another document names is there.
+func TestCitedDocsExist(t *testing.T) {
+	root := filepath.Join("..", "..")
+	cite := regexp.MustCompile(`docs/[A-Za-z0-9_-]+\.md`)
+	cited := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || (filepath.Ext(path) != ".go" && filepath.Ext(path) != ".md") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, doc := range cite.FindAllString(string(src), -1) {
+			cited++
+			if _, err := os.Stat(filepath.Join(root, doc)); err != nil {
+				t.Errorf("%s cites %s, which the repository does not hold", path, doc)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cited == 0 {
+		t.Fatal("found no citation of docs/ at all: the walk missed the module")
 	}
 }
